@@ -1,0 +1,66 @@
+// Helpers shared by the programs that build a trace: finding the per-CPU scratch, ending a trace.
+#ifndef OMNIPROF_TRACE_BPF_H
+#define OMNIPROF_TRACE_BPF_H
+
+#include "maps.bpf.h"
+
+struct trace_context {
+  struct trace *trace;
+  struct unwind_state *state;
+};
+
+static __always_inline int trace_context_get(struct trace_context *tc)
+{
+  __u32 zero = 0;
+  tc->trace = bpf_map_lookup_elem(&trace_scratch, &zero);
+  tc->state = bpf_map_lookup_elem(&unwind_state, &zero);
+  return tc->trace && tc->state ? 0 : -1;
+}
+
+// Copies the used part of the trace into the ring buffer. Called by the stop program, and directly when
+// a tail call fails so that the sample is still counted.
+static __always_inline void trace_send(struct trace *trace)
+{
+  __u32 n = trace->num_frames;
+  if (n > MAX_FRAMES)
+    n = MAX_FRAMES;
+  __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
+  // No wakeup: the host drains the ring buffer on a timer, so waking it per sample would only cost.
+  if (bpf_ringbuf_output(&events, trace, size, BPF_RB_NO_WAKEUP))
+    metric_increment(METRIC_TRACES_LOST);
+}
+
+static __always_inline void count_stop_reason(__u8 reason)
+{
+  switch (reason) {
+  case UNWIND_STOP_NO_USER_REGS:
+    metric_increment(METRIC_NO_USER_REGS);
+    break;
+  case UNWIND_STOP_READ_FAILED:
+    metric_increment(METRIC_UNWIND_READ_FAILED);
+    break;
+  case UNWIND_STOP_BAD_FRAME_POINTER:
+    metric_increment(METRIC_UNWIND_BAD_FRAME_POINTER);
+    break;
+  case UNWIND_STOP_TRUNCATED:
+    metric_increment(METRIC_UNWIND_TRUNCATED);
+    break;
+  case UNWIND_STOP_TAIL_CALL_FAILED:
+    metric_increment(METRIC_TAIL_CALL_FAILED);
+    break;
+  }
+}
+
+// Ends unwinding: records why, and hands the trace to the stop program.
+static __always_inline int trace_finish(void *ctx, struct trace *trace, __u8 reason)
+{
+  trace->stop_reason = reason;
+  count_stop_reason(reason);
+  bpf_tail_call(ctx, &progs, PROG_UNWIND_STOP);
+  // Only reached when the stop program is missing: still deliver the sample.
+  metric_increment(METRIC_TAIL_CALL_FAILED);
+  trace_send(trace);
+  return 0;
+}
+
+#endif

@@ -1,0 +1,132 @@
+// Entry point of every sample: a cpu-clock perf event fires on each CPU, this program records who was
+// running and the kernel stack, finds the user registers, and hands over to the native unwinder. The
+// stop program at the end of the tail-call chain sends the trace to the host.
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+#include "kernel.bpf.h"
+#include "trace.bpf.h"
+
+// x86-64 (struct pt_regs is the UAPI layout, fixed by the ABI): the user code segment selector, and the kernel stack size (THREAD_SIZE, 4 pages).
+#define USER_CS 0x33
+#define KERNEL_STACK_SIZE 16384
+// Kernels with FRED (6.9+) leave 16 bytes between the saved user registers and the stack top.
+#define FRED_STACK_PADDING 16
+
+static __always_inline int in_user_mode(const struct pt_regs *regs)
+{
+  return (regs->cs & 3) == 3;
+}
+
+// Reads the user registers saved on entry to the kernel at the top of current's kernel stack. Probing
+// both layouts and checking the saved code segment avoids depending on the kernel's configuration.
+static __always_inline int read_saved_user_regs(struct unwind_state *state)
+{
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+    return -1;
+  unsigned long top = (unsigned long)BPF_CORE_READ(task, stack) + KERNEL_STACK_SIZE;
+  for (int padding = 0; padding <= FRED_STACK_PADDING; padding += FRED_STACK_PADDING) {
+    struct pt_regs *regs = (struct pt_regs *)(top - padding - sizeof(struct pt_regs));
+    unsigned long cs = 0;
+    if (bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs) || cs != USER_CS)
+      continue;
+    if (bpf_probe_read_kernel(&state->pc, sizeof(state->pc), &regs->rip) ||
+        bpf_probe_read_kernel(&state->sp, sizeof(state->sp), &regs->rsp) ||
+        bpf_probe_read_kernel(&state->fp, sizeof(state->fp), &regs->rbp))
+      return -1;
+    return 0;
+  }
+  return -1;
+}
+
+static __always_inline void collect_kernel_stack(struct bpf_perf_event_data *ctx, struct trace *trace,
+                                                 struct unwind_state *state)
+{
+  long bytes = bpf_get_stack(ctx, state->kernel_stack, sizeof(state->kernel_stack), 0);
+  if (bytes < 0) {
+    metric_increment(METRIC_KERNEL_STACK_FAILED);
+    return;
+  }
+  __u32 count = bytes / sizeof(__u64);
+  for (__u32 i = 0; i < MAX_KERNEL_FRAMES; i++) {
+    if (i >= count)
+      break;
+    struct frame *f = &trace->frames[i];
+    f->file_id = 0;
+    f->addr_or_line = state->kernel_stack[i];
+    f->kind = FRAME_MARKER_KERNEL;
+    // The first address is the interrupted instruction, the others are return addresses.
+    f->flags = i ? FRAME_FLAG_RETURN_ADDRESS : 0;
+    trace->num_frames = i + 1;
+    trace->kernel_frames = i + 1;
+  }
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 pid = id >> 32;
+
+  if (pid == 0 && !tracer_config.sample_idle) {
+    metric_increment(METRIC_IDLE_SKIPPED);
+    return 0;
+  }
+  if (tracer_config.filter_pids) {
+    struct pid_filter_value *filter = bpf_map_lookup_elem(&pid_filter, &pid);
+    if (!filter || !(filter->flags & PID_FILTER_SAMPLE)) {
+      metric_increment(METRIC_FILTERED);
+      return 0;
+    }
+  }
+  metric_increment(METRIC_SAMPLES);
+
+  struct trace_context tc;
+  if (trace_context_get(&tc))
+    return 0;
+  struct trace *trace = tc.trace;
+  struct unwind_state *state = tc.state;
+
+  trace->hdr.kind = EVENT_KIND_TRACE;
+  trace->hdr.cpu = bpf_get_smp_processor_id();
+  trace->hdr.ktime = bpf_ktime_get_ns();
+  trace->hdr.pid = pid;
+  trace->hdr.tid = (__u32)id;
+  bpf_get_current_comm(trace->comm, sizeof(trace->comm));
+  trace->num_frames = 0;
+  trace->kernel_frames = 0;
+  trace->origin = TRACE_ORIGIN_SAMPLING;
+  trace->stop_reason = UNWIND_STOP_NONE;
+  state->return_address = 0;
+  state->tail_calls = 0;
+
+  int user_regs_found;
+  if (in_user_mode(&ctx->regs)) {
+    state->pc = ctx->regs.rip;
+    state->sp = ctx->regs.rsp;
+    state->fp = ctx->regs.rbp;
+    user_regs_found = 1;
+  } else {
+    collect_kernel_stack(ctx, trace, state);
+    user_regs_found = pid != 0 && read_saved_user_regs(state) == 0;
+  }
+  if (!user_regs_found)
+    return trace_finish(ctx, trace, UNWIND_STOP_NO_USER_REGS);
+
+  bpf_tail_call(ctx, &progs, PROG_UNWIND_NATIVE);
+  return trace_finish(ctx, trace, UNWIND_STOP_TAIL_CALL_FAILED);
+}
+
+// The end of every tail-call chain: sends the finished trace.
+SEC("perf_event")
+int unwind_stop(struct bpf_perf_event_data *ctx)
+{
+  struct trace_context tc;
+  if (trace_context_get(&tc))
+    return 0;
+  trace_send(tc.trace);
+  return 0;
+}

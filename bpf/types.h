@@ -1,0 +1,169 @@
+// Layouts and constants shared by the BPF programs and the TypeScript host.
+//
+// This header is the single source of truth: build.ts compiles it into the BPF object with -g, reads the
+// BTF of the object back, and generates support/types.ts from it (checked for drift in CI). Everything
+// the host needs to know is therefore a named enum or a named struct here; plain #defines would not reach
+// the BTF. Constants mirror the seed's `support` package values.
+#ifndef OMNIPROF_TYPES_H
+#define OMNIPROF_TYPES_H
+
+#include <linux/types.h>
+
+// What produced a frame. The error bit marks a frame that records why unwinding stopped.
+enum frame_marker {
+  FRAME_MARKER_UNKNOWN = 0x0,
+  FRAME_MARKER_PYTHON = 0x1,
+  FRAME_MARKER_PHP = 0x2,
+  FRAME_MARKER_NATIVE = 0x3,
+  FRAME_MARKER_KERNEL = 0x4,
+  FRAME_MARKER_HOTSPOT = 0x5,
+  FRAME_MARKER_RUBY = 0x6,
+  FRAME_MARKER_PERL = 0x7,
+  FRAME_MARKER_V8 = 0x8,
+  FRAME_MARKER_PHPJIT = 0x9,
+  FRAME_MARKER_DOTNET = 0xa,
+  FRAME_MARKER_ERROR_BIT = 0x80,
+  FRAME_MARKER_ABORT = 0xff,
+};
+
+// Slots of the `progs` tail-call array: one unwinder per frame kind, and the program that ends a trace.
+enum unwind_program {
+  PROG_UNWIND_STOP = 0x0,
+  PROG_UNWIND_NATIVE = 0x1,
+  PROG_UNWIND_HOTSPOT = 0x2,
+  PROG_UNWIND_PERL = 0x3,
+  PROG_UNWIND_PYTHON = 0x4,
+  PROG_UNWIND_PHP = 0x5,
+  PROG_UNWIND_RUBY = 0x6,
+  PROG_UNWIND_V8 = 0x7,
+  PROG_UNWIND_DOTNET = 0x8,
+  PROG_UNWIND_COUNT = 0x9,
+};
+
+enum trace_origin {
+  TRACE_ORIGIN_UNKNOWN = 0x0,
+  TRACE_ORIGIN_SAMPLING = 0x1,
+  TRACE_ORIGIN_OFF_CPU = 0x2,
+};
+
+// The first field of every ring buffer record.
+enum event_kind {
+  EVENT_KIND_TRACE = 0x1,
+  EVENT_KIND_PROCESS_EXEC = 0x2,
+  EVENT_KIND_PROCESS_EXIT = 0x3,
+  EVENT_KIND_PROCESS_FORK = 0x4,
+};
+
+enum frame_flag {
+  // addr_or_line is a return address: the call instruction is just before it, so symbolizers look up
+  // address - 1 (otherwise a call at the very end of a function names the next function).
+  FRAME_FLAG_RETURN_ADDRESS = 0x1,
+  // file_id is 0 and addr_or_line is an absolute virtual address in the process, to be resolved through
+  // the process's mappings on the host. Set by the frame-pointer unwinder, which knows no file ids.
+  FRAME_FLAG_ABSOLUTE_ADDRESS = 0x2,
+};
+
+// Why the user-space unwinder stopped; stored in trace.stop_reason and counted per reason.
+enum unwind_stop_reason {
+  UNWIND_STOP_NONE = 0x0,
+  UNWIND_STOP_END_OF_STACK = 0x1,     // a zero return address or frame pointer: a complete stack
+  UNWIND_STOP_NO_USER_REGS = 0x2,     // kernel thread, or the user registers could not be found
+  UNWIND_STOP_READ_FAILED = 0x3,      // the frame record could not be read from user memory
+  UNWIND_STOP_BAD_FRAME_POINTER = 0x4, // a frame pointer that does not move up the stack
+  UNWIND_STOP_TRUNCATED = 0x5,        // MAX_FRAME_UNWINDS reached
+  UNWIND_STOP_TAIL_CALL_FAILED = 0x6,
+};
+
+// Counters kept in the per-CPU `metrics` array and reported by the host.
+enum metric_id {
+  METRIC_SAMPLES = 0,            // perf events handled (after the idle and PID filters)
+  METRIC_IDLE_SKIPPED = 1,       // samples of the idle task (pid 0), not recorded
+  METRIC_FILTERED = 2,           // samples of processes outside the PID filter
+  METRIC_TRACES_LOST = 3,        // traces dropped because the ring buffer was full
+  METRIC_EVENTS_LOST = 4,        // process events dropped because the ring buffer was full
+  METRIC_KERNEL_STACK_FAILED = 5,
+  METRIC_NO_USER_REGS = 6,
+  METRIC_UNWIND_READ_FAILED = 7,
+  METRIC_UNWIND_BAD_FRAME_POINTER = 8,
+  METRIC_UNWIND_TRUNCATED = 9,
+  METRIC_TAIL_CALL_FAILED = 10,
+  METRIC_PID_FILTER_FULL = 11,
+  METRIC_COUNT = 12,
+};
+
+enum limits {
+  MAX_FRAME_UNWINDS = 128,       // user-space frames per trace (the seed's MaxFrameUnwinds)
+  MAX_KERNEL_FRAMES = 64,        // kernel frames per trace
+  MAX_FRAMES = 192,              // MAX_FRAME_UNWINDS + MAX_KERNEL_FRAMES
+  COMM_LEN = 16,
+  PID_FILTER_MAX_ENTRIES = 16384,
+};
+
+enum pid_filter_flag {
+  PID_FILTER_SAMPLE = 0x1,        // record samples of this process
+  PID_FILTER_FOLLOW_CHILDREN = 0x2, // add processes it forks to the filter (with both flags)
+};
+
+// One frame of a trace: the seed's frame model (marker + file identity + address or line).
+struct frame {
+  __u64 file_id;       // host file id; 0 with FRAME_FLAG_ABSOLUTE_ADDRESS or for kernel frames
+  __u64 addr_or_line;  // address (file-relative, absolute, or kernel) or interpreter line data
+  __u8 kind;           // enum frame_marker
+  __u8 flags;          // enum frame_flag bits
+  __u8 pad[6];
+};
+
+// Fields every ring buffer record starts with. kind, cpu and ktime come first so that the rest of a
+// trace (pid onwards) can be hashed as one run of bytes to find identical stacks.
+struct event_header {
+  __u32 kind;          // enum event_kind
+  __u32 cpu;
+  __u64 ktime;         // CLOCK_MONOTONIC ns
+  __u32 pid;           // process id (tgid)
+  __u32 tid;           // thread id
+};
+
+// A sampled stack. The ring buffer record holds only frames[0..num_frames); kernel frames first (leaf
+// first), then user frames (leaf first).
+struct trace {
+  struct event_header hdr;
+  char comm[COMM_LEN];
+  __u16 num_frames;
+  __u16 kernel_frames;
+  __u8 origin;         // enum trace_origin
+  __u8 stop_reason;    // enum unwind_stop_reason
+  __u8 pad[2];
+  struct frame frames[MAX_FRAMES];
+};
+
+// Process lifecycle: exec (re-read the mappings), exit (forget them), fork (inherit the parent's).
+struct process_event {
+  struct event_header hdr;
+  __u32 parent_pid;    // fork: the parent process; otherwise 0
+  __u32 pad;
+  char comm[COMM_LEN];
+};
+
+struct pid_filter_value {
+  __u32 flags;         // enum pid_filter_flag bits
+};
+
+// Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
+struct tracer_config {
+  __u8 filter_pids;    // only sample processes in pid_filter
+  __u8 sample_idle;    // also record samples of the idle task
+  __u8 pad[6];
+};
+
+// Where the unwinders of one sample stand; per-CPU scratch shared by the tail-called programs.
+struct unwind_state {
+  __u64 pc;
+  __u64 sp;
+  __u64 fp;
+  __u8 return_address; // pc came from a return address (not the interrupted instruction)
+  __u8 tail_calls;
+  __u8 pad[6];
+  __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
+};
+
+#endif

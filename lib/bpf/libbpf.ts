@@ -1,0 +1,145 @@
+/**
+ * libbpf, loaded through Deno's FFI. Only APIs present in libbpf 1.1 (Debian 12) are bound, so the same
+ * code runs on Debian 13's libbpf 1.5. Functions that return pointers set errno on failure (libbpf 1.0
+ * semantics); functions that return int return a negative errno.
+ *
+ * @example
+ * ```ts ignore
+ * import { libbpf } from "./libbpf.ts";
+ * console.log(libbpf().version); // "1.1"
+ * ```
+ *
+ * @module
+ */
+import { getLogger } from "@logtape/logtape";
+import { libc } from "../sys/libc.ts";
+
+const symbols = {
+  bpf_object__open_mem: { parameters: ["buffer", "usize", "pointer"], result: "pointer" },
+  bpf_object__load: { parameters: ["pointer"], result: "i32" },
+  bpf_object__close: { parameters: ["pointer"], result: "void" },
+  bpf_object__find_program_by_name: { parameters: ["pointer", "buffer"], result: "pointer" },
+  bpf_object__find_map_by_name: { parameters: ["pointer", "buffer"], result: "pointer" },
+  bpf_map__fd: { parameters: ["pointer"], result: "i32" },
+  bpf_map__set_max_entries: { parameters: ["pointer", "u32"], result: "i32" },
+  bpf_map__max_entries: { parameters: ["pointer"], result: "u32" },
+  bpf_map__initial_value: { parameters: ["pointer", "buffer"], result: "pointer" },
+  bpf_program__fd: { parameters: ["pointer"], result: "i32" },
+  bpf_program__set_autoload: { parameters: ["pointer", "bool"], result: "i32" },
+  bpf_program__attach: { parameters: ["pointer"], result: "pointer" },
+  bpf_program__attach_perf_event: { parameters: ["pointer", "i32"], result: "pointer" },
+  bpf_link__destroy: { parameters: ["pointer"], result: "i32" },
+  bpf_map_update_elem: { parameters: ["i32", "buffer", "buffer", "u64"], result: "i32" },
+  bpf_map_lookup_elem: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  bpf_map_delete_elem: { parameters: ["i32", "buffer"], result: "i32" },
+  bpf_enable_stats: { parameters: ["i32"], result: "i32" },
+  bpf_obj_get_info_by_fd: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  libbpf_num_possible_cpus: { parameters: [], result: "i32" },
+  libbpf_major_version: { parameters: [], result: "u32" },
+  libbpf_minor_version: { parameters: [], result: "u32" },
+  libbpf_strerror: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+  libbpf_set_print: { parameters: ["function"], result: "pointer" },
+  libbpf_probe_bpf_prog_type: { parameters: ["u32", "pointer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The Debian package that provides the library, named in error messages. */
+export const LIBBPF_PACKAGE = "libbpf1";
+
+/** libbpf could not be loaded. */
+export class LibbpfMissingError extends Error {
+  constructor(path: string, cause: unknown) {
+    super(
+      `Cannot load libbpf (${path}): ${cause instanceof Error ? cause.message : cause}. ` +
+        `Install it with: apt-get install ${LIBBPF_PACKAGE}`,
+      { cause },
+    );
+    this.name = "LibbpfMissingError";
+  }
+}
+
+/** A libbpf call failed. `errno` is positive; the message includes libbpf's own text for it. */
+export class LibbpfError extends Error {
+  readonly errno: number;
+  /** libbpf's log lines printed while the call ran (e.g. the verifier's complaint). */
+  readonly log: string[];
+  constructor(action: string, errno: number, log: string[] = []) {
+    const detail = log.length > 0 ? `\n${log.join("\n")}` : "";
+    super(`Cannot ${action}: ${libbpfStrerror(errno)} (errno ${errno})${detail}`);
+    this.name = "LibbpfError";
+    this.errno = errno;
+    this.log = log;
+  }
+}
+
+/** The loaded library. */
+export interface Libbpf {
+  readonly fn: Deno.DynamicLibrary<typeof symbols>["symbols"];
+  /** "major.minor" */
+  readonly version: string;
+  /** Collects libbpf's log output while `body` runs (warnings and verifier logs). */
+  captureLog<T>(body: () => T): { result: T; log: string[] };
+}
+
+let loaded: Libbpf | undefined;
+
+/**
+ * Opens libbpf once. `OMNIPROF_LIBBPF` may name another library file (e.g. a newer libbpf in
+ * /usr/local/lib).
+ */
+export function libbpf(): Libbpf {
+  if (loaded) return loaded;
+  const path = Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1";
+  let lib: Deno.DynamicLibrary<typeof symbols>;
+  try {
+    lib = Deno.dlopen(path, symbols);
+  } catch (error) {
+    throw new LibbpfMissingError(path, error);
+  }
+  const fn = lib.symbols;
+  const logger = getLogger(["omniprof", "libbpf"]);
+  let capture: string[] | null = null;
+  const formatted = new Uint8Array(4096);
+  // libbpf calls this synchronously on the calling thread, so collecting into `capture` is safe. A JS
+  // exception here would not stop libbpf, hence the catch.
+  const print = new Deno.UnsafeCallback(
+    { parameters: ["i32", "pointer", "pointer"], result: "i32" } as const,
+    (level, format, args) => {
+      try {
+        const length = libc().fn.vsnprintf(formatted, BigInt(formatted.length), format, args);
+        const text = new TextDecoder().decode(formatted.subarray(0, Math.min(Math.max(length, 0), 4095)))
+          .trimEnd();
+        if (capture !== null) capture.push(text);
+        // Levels: 0 warn, 1 info, 2 debug.
+        if (level === 0) logger.warn("{text}", { text });
+        else logger.debug("{text}", { text });
+      } catch {
+        // Logging must never break a libbpf call.
+      }
+      return 0;
+    },
+  );
+  fn.libbpf_set_print(print.pointer);
+  loaded = {
+    fn,
+    version: `${fn.libbpf_major_version()}.${fn.libbpf_minor_version()}`,
+    captureLog<T>(body: () => T) {
+      const previous = capture;
+      const log: string[] = [];
+      capture = log;
+      try {
+        return { result: body(), log };
+      } finally {
+        capture = previous;
+      }
+    },
+  };
+  return loaded;
+}
+
+/** libbpf's text for an error number (it knows libbpf-specific codes beyond errno). */
+export function libbpfStrerror(errno: number): string {
+  const buffer = new Uint8Array(256);
+  libbpf().fn.libbpf_strerror(errno, buffer, BigInt(buffer.length));
+  const end = buffer.indexOf(0);
+  return new TextDecoder().decode(buffer.subarray(0, end < 0 ? buffer.length : end));
+}

@@ -1,0 +1,88 @@
+/**
+ * A map of a BPF object: sized and pre-filled before load, read and written by file descriptor after.
+ * Keys and values are raw bytes in the layout of the C types (see support/types.ts).
+ *
+ * @module
+ */
+import { libc } from "../sys/libc.ts";
+import { libbpf, LibbpfError } from "./libbpf.ts";
+
+const ENOENT = 2;
+
+/** Flags of bpf_map_update_elem. */
+export const BPF_ANY = 0;
+export const BPF_NOEXIST = 1;
+export const BPF_EXIST = 2;
+
+/** One map of a {@linkcode BpfObject}; owned by the object, which closes it. */
+export class BpfMap {
+  readonly name: string;
+  #pointer: Deno.PointerObject;
+  #isLoaded: () => boolean;
+
+  /** @internal Created by BpfObject.map(). */
+  constructor(pointer: Deno.PointerObject, name: string, isLoaded: () => boolean) {
+    this.#pointer = pointer;
+    this.name = name;
+    this.#isLoaded = isLoaded;
+  }
+
+  /** The map's file descriptor (valid after load). */
+  get fd(): number {
+    const fd = libbpf().fn.bpf_map__fd(this.#pointer);
+    if (fd < 0) throw new LibbpfError(`get the descriptor of map ${this.name}`, -fd);
+    return fd;
+  }
+
+  get maxEntries(): number {
+    return libbpf().fn.bpf_map__max_entries(this.#pointer);
+  }
+
+  /** Resizes the map; only before load. */
+  setMaxEntries(entries: number): void {
+    const result = libbpf().fn.bpf_map__set_max_entries(this.#pointer, entries);
+    if (result < 0) throw new LibbpfError(`resize map ${this.name} to ${entries} entries`, -result);
+  }
+
+  /**
+   * The initial contents of a global-data map (.rodata, .data, .bss) as a writable view of libbpf's
+   * copy; write settings into it before load.
+   */
+  initialValue(): Uint8Array {
+    if (this.#isLoaded()) throw new Error(`Cannot change map ${this.name}: the object is loaded`);
+    const size = new BigUint64Array(1);
+    const pointer = libbpf().fn.bpf_map__initial_value(this.#pointer, new Uint8Array(size.buffer));
+    if (pointer === null) throw new Error(`Cannot get the initial value of map ${this.name}: not a data map`);
+    return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(pointer, Number(size[0])));
+  }
+
+  /** Writes `value` under `key`. */
+  update(key: Uint8Array, value: Uint8Array, flags = BPF_ANY): void {
+    if (libbpf().fn.bpf_map_update_elem(this.fd, key, value, BigInt(flags)) !== 0) {
+      throw new LibbpfError(`update map ${this.name}`, libc().errno());
+    }
+  }
+
+  /** Reads the value under `key` into `value`; false when the key is absent. */
+  lookup(key: Uint8Array, value: Uint8Array): boolean {
+    if (libbpf().fn.bpf_map_lookup_elem(this.fd, key, value) === 0) return true;
+    const errno = libc().errno();
+    if (errno === ENOENT) return false;
+    throw new LibbpfError(`look up map ${this.name}`, errno);
+  }
+
+  /** Removes `key`; false when it was absent. */
+  delete(key: Uint8Array): boolean {
+    if (libbpf().fn.bpf_map_delete_elem(this.fd, key) === 0) return true;
+    const errno = libc().errno();
+    if (errno === ENOENT) return false;
+    throw new LibbpfError(`delete from map ${this.name}`, errno);
+  }
+}
+
+/** Encodes a u32 key (most of omniprof's maps are keyed by a u32). */
+export function u32Key(value: number): Uint8Array<ArrayBuffer> {
+  const key = new Uint8Array(4);
+  new DataView(key.buffer).setUint32(0, value, true);
+  return key;
+}

@@ -1,0 +1,100 @@
+/**
+ * A BPF object (the ELF built from bpf/): open from bytes, configure, load into the kernel, then find
+ * its programs and maps. Follows libbpf's fixed sequence: open -> configure -> load -> attach -> close.
+ *
+ * @example
+ * ```ts ignore
+ * import { BpfObject } from "./object.ts";
+ * using object = BpfObject.open(bytes, "omniprof");
+ * object.map("events").setMaxEntries(8 << 20);
+ * object.load();
+ * const fd = object.map("metrics").fd;
+ * ```
+ *
+ * @module
+ */
+import { cString, libc } from "../sys/libc.ts";
+import { libbpf, LibbpfError } from "./libbpf.ts";
+import { BpfMap } from "./map.ts";
+import { BpfProgram } from "./program.ts";
+
+/** An opened (and later loaded) BPF object. Closing it unloads its programs and maps. */
+export class BpfObject {
+  #pointer: Deno.PointerValue;
+  // libbpf parses the ELF in place until load, so the bytes must outlive the object.
+  #bytes: Uint8Array<ArrayBuffer>;
+  #loaded = false;
+  #maps = new Map<string, BpfMap>();
+  #programs = new Map<string, BpfProgram>();
+
+  private constructor(pointer: Deno.PointerObject, bytes: Uint8Array<ArrayBuffer>) {
+    this.#pointer = pointer;
+    this.#bytes = bytes;
+  }
+
+  /** Opens an object from its ELF bytes; `name` appears in error messages. */
+  static open(bytes: Uint8Array, name: string): BpfObject {
+    const lib = libbpf();
+    const copy = new Uint8Array(bytes);
+    const { result: pointer, log } = lib.captureLog(() =>
+      lib.fn.bpf_object__open_mem(copy, BigInt(copy.length), null)
+    );
+    if (pointer === null) throw new LibbpfError(`open BPF object ${name}`, libc().errno(), log);
+    return new BpfObject(pointer, copy);
+  }
+
+  /** Whether {@linkcode load} has succeeded. */
+  get loaded(): boolean {
+    return this.#loaded;
+  }
+
+  /** The map called `name`; throws if the object has none. */
+  map(name: string): BpfMap {
+    let map = this.#maps.get(name);
+    if (map) return map;
+    const pointer = libbpf().fn.bpf_object__find_map_by_name(this.#live(), cString(name));
+    if (pointer === null) throw new Error(`Cannot find BPF map ${name}: not in the object`);
+    map = new BpfMap(pointer, name, () => this.#loaded);
+    this.#maps.set(name, map);
+    return map;
+  }
+
+  /** The program called `name` (the C function name); throws if the object has none. */
+  program(name: string): BpfProgram {
+    let program = this.#programs.get(name);
+    if (program) return program;
+    const pointer = libbpf().fn.bpf_object__find_program_by_name(this.#live(), cString(name));
+    if (pointer === null) throw new Error(`Cannot find BPF program ${name}: not in the object`);
+    program = new BpfProgram(pointer, name);
+    this.#programs.set(name, program);
+    return program;
+  }
+
+  /**
+   * Loads every program (verifier included) and creates the maps. On failure the error carries
+   * libbpf's log, which holds the verifier's explanation.
+   */
+  load(): void {
+    const lib = libbpf();
+    const { result, log } = lib.captureLog(() => lib.fn.bpf_object__load(this.#live()));
+    if (result < 0) throw new LibbpfError("load BPF programs", -result, log);
+    this.#loaded = true;
+  }
+
+  /** Unloads everything; links must be destroyed first. Safe to call twice. */
+  close(): void {
+    if (this.#pointer === null) return;
+    libbpf().fn.bpf_object__close(this.#pointer);
+    this.#pointer = null;
+    this.#bytes = new Uint8Array(0);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  #live(): Deno.PointerObject {
+    if (this.#pointer === null) throw new Error("Cannot use BPF object: it is closed");
+    return this.#pointer;
+  }
+}

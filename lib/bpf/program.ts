@@ -1,0 +1,77 @@
+/**
+ * A program of a BPF object, and the links that attach it to events.
+ *
+ * @module
+ */
+import { libc } from "../sys/libc.ts";
+import { libbpf, LibbpfError } from "./libbpf.ts";
+
+/** An attachment of a program to an event; destroying it detaches the program. */
+export class BpfLink {
+  #pointer: Deno.PointerValue;
+  readonly description: string;
+
+  constructor(pointer: Deno.PointerObject, description: string) {
+    this.#pointer = pointer;
+    this.description = description;
+  }
+
+  /** Detaches. For perf events this also closes the perf event's descriptor. Safe to call twice. */
+  close(): void {
+    if (this.#pointer === null) return;
+    libbpf().fn.bpf_link__destroy(this.#pointer);
+    this.#pointer = null;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** One program of a {@linkcode BpfObject}; owned by the object. */
+export class BpfProgram {
+  readonly name: string;
+  #pointer: Deno.PointerObject;
+
+  /** @internal Created by BpfObject.program(). */
+  constructor(pointer: Deno.PointerObject, name: string) {
+    this.#pointer = pointer;
+    this.name = name;
+  }
+
+  /** The program's file descriptor (valid after load). */
+  get fd(): number {
+    const fd = libbpf().fn.bpf_program__fd(this.#pointer);
+    if (fd < 0) throw new LibbpfError(`get the descriptor of program ${this.name}`, -fd);
+    return fd;
+  }
+
+  /** Whether the program is loaded with the object; only before load. */
+  setAutoload(autoload: boolean): void {
+    const result = libbpf().fn.bpf_program__set_autoload(this.#pointer, autoload);
+    if (result < 0) throw new LibbpfError(`set autoload of program ${this.name}`, -result);
+  }
+
+  /** Attaches to the event its section names (raw_tp/..., tp/...). */
+  attach(): BpfLink {
+    const lib = libbpf();
+    const { result: link, log } = lib.captureLog(() => lib.fn.bpf_program__attach(this.#pointer));
+    if (link === null) throw new LibbpfError(`attach program ${this.name}`, libc().errno(), log);
+    return new BpfLink(link, this.name);
+  }
+
+  /**
+   * Attaches to an opened perf event and enables it. The link takes ownership of `perfEventFd`: closing
+   * the link closes it.
+   */
+  attachPerfEvent(perfEventFd: number): BpfLink {
+    const lib = libbpf();
+    const { result: link, log } = lib.captureLog(() =>
+      lib.fn.bpf_program__attach_perf_event(this.#pointer, perfEventFd)
+    );
+    if (link === null) {
+      throw new LibbpfError(`attach program ${this.name} to a perf event`, libc().errno(), log);
+    }
+    return new BpfLink(link, `${this.name} on perf event ${perfEventFd}`);
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * `omniprof check`: what works on this machine and what does not, each with the reason and the fix.
+ * Every check is real: it loads the tracer and opens a perf event, rather than guessing from versions.
+ *
+ * @module
+ */
+import { libbpf } from "../bpf/libbpf.ts";
+import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
+import { Tracer } from "../record/tracer.ts";
+import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
+
+/** The outcome of one check. */
+export interface CheckResult {
+  name: string;
+  ok: boolean;
+  detail: string;
+  /** A failed essential check means `record` cannot work. */
+  essential: boolean;
+}
+
+function attempt(name: string, essential: boolean, body: () => string): CheckResult {
+  try {
+    return { name, ok: true, detail: body(), essential };
+  } catch (error) {
+    return { name, ok: false, detail: error instanceof Error ? error.message : String(error), essential };
+  }
+}
+
+function readText(path: string): string | null {
+  try {
+    return Deno.readTextFileSync(path).trim();
+  } catch {
+    return null;
+  }
+}
+
+/** Runs every check. */
+export function runChecks(): CheckResult[] {
+  const results: CheckResult[] = [];
+  results.push({
+    name: "kernel",
+    ok: true,
+    detail: `Linux ${Deno.osRelease()} ${Deno.build.arch}`,
+    essential: false,
+  });
+  results.push(attempt("privileges", true, () => {
+    const missing = missingTracingCapabilities(currentCapabilities());
+    if (missing.length > 0) throw new Error(`missing ${missing.join(", ")}: run as root`);
+    return "CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) present";
+  }));
+  results.push(attempt("libbpf", true, () => `libbpf ${libbpf().version} loaded`));
+  results.push(attempt("BTF", true, () => {
+    const size = Deno.statSync("/sys/kernel/btf/vmlinux").size;
+    return `/sys/kernel/btf/vmlinux present (${(size / 1048576).toFixed(1)} MiB)`;
+  }));
+  const paranoid = readText("/proc/sys/kernel/perf_event_paranoid");
+  results.push(attempt("perf events", true, () => {
+    const fd = openCpuClock(0, 1e9);
+    closePerfEvent(fd);
+    return `cpu-clock sampling works (perf_event_paranoid ${paranoid ?? "?"})`;
+  }));
+  results.push(attempt("BPF tracer", true, () => {
+    const tracer = Tracer.start({ frequencyHz: 1 });
+    const cpus = tracer.cpus.length;
+    tracer.close();
+    return `programs load and attach on ${cpus} CPUs (perf_event, raw tracepoints, ring buffer, tail calls)`;
+  }));
+  results.push(attempt("kernel symbols", false, () => {
+    const head = readText("/proc/kallsyms")?.slice(0, 16) ?? "";
+    if (/^0+ /.test(head) || head === "") {
+      throw new Error(
+        "/proc/kallsyms shows zero addresses (kernel.kptr_restrict): kernel frames stay unnamed",
+      );
+    }
+    return "/proc/kallsyms readable";
+  }));
+  return results;
+}
+
+/** Prints the checks; exit code 0 when every essential check passed. */
+export function checkCommand(): number {
+  const results = runChecks();
+  const width = Math.max(...results.map((result) => result.name.length));
+  for (const result of results) {
+    console.log(`${result.ok ? "ok  " : "FAIL"}  ${result.name.padEnd(width)}  ${result.detail}`);
+  }
+  const failed = results.filter((result) => !result.ok && result.essential);
+  console.log(failed.length === 0 ? "omniprof can record here." : "omniprof cannot record here.");
+  return failed.length === 0 ? 0 : 1;
+}

@@ -1,0 +1,148 @@
+/**
+ * The `record` command line: parsed and validated here, at the edge, into {@linkcode RecordArgs}.
+ *
+ * @example
+ * ```ts
+ * import { parseRecordArgs } from "./record_args.ts";
+ * import assert from "node:assert/strict";
+ * const args = parseRecordArgs(["-F", "49", "-o", "out.folded", "--", "sleep", "1"]);
+ * assert.equal(args.format, "folded");
+ * assert.deepEqual(args.command, ["sleep", "1"]);
+ * ```
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { asPid, type Pid } from "../types.ts";
+
+/** Output formats `record` writes. */
+export type OutputFormat = "pprof" | "folded";
+
+/** A validated `record` invocation. */
+export interface RecordArgs {
+  /** Seconds to record; null: until Ctrl-C or until the command exits. */
+  durationSeconds: number | null;
+  frequencyHz: number;
+  pids: Pid[];
+  output: string;
+  format: OutputFormat;
+  /** Command to start and profile with its children; empty when none. */
+  command: string[];
+  /** Profile the built-in demo workload. */
+  demo: boolean;
+  /** Record idle CPUs too. */
+  idle: boolean;
+}
+
+export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
+
+Samples stacks (kernel + user) on every CPU and writes a profile.
+
+Options:
+  -d, --duration SECONDS   stop after SECONDS (default: until Ctrl-C, or until COMMAND exits)
+  -F, --frequency HZ       samples per second per CPU (default 99)
+  -p, --pid PID            only this process and its threads (repeatable)
+  -o, --output FILE        where to write (default profile.pb.gz)
+      --format FORMAT      pprof or folded (default: from the extension: .pb.gz/.pb pprof, .folded folded)
+      --demo               profile the built-in demo workload (5 s unless -d)
+      --idle               also record idle CPUs
+  -h, --help               show this help
+`;
+
+/** A command line mistake; the message is for the user. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** Infers the format from a file name, or null when the extension says nothing. */
+export function formatFromPath(path: string): OutputFormat | null {
+  if (/\.pb(\.gz)?$/.test(path) || /\.pprof$/.test(path)) return "pprof";
+  if (/\.(folded|collapsed)$/.test(path) || /\.txt$/.test(path)) return "folded";
+  return null;
+}
+
+/** Parses `record`'s arguments (without the word "record"). Throws UsageError. */
+export function parseRecordArgs(argv: string[]): RecordArgs {
+  const separator = argv.indexOf("--");
+  const own = separator < 0 ? argv : argv.slice(0, separator);
+  const command = separator < 0 ? [] : argv.slice(separator + 1);
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: own,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        duration: { type: "string", short: "d" },
+        frequency: { type: "string", short: "F" },
+        pid: { type: "string", short: "p", multiple: true },
+        output: { type: "string", short: "o" },
+        format: { type: "string" },
+        demo: { type: "boolean" },
+        idle: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+  const values = parsed.values;
+  if (values.help) throw new UsageError("");
+
+  const durationSeconds = values.duration === undefined ? null : positiveNumber(values.duration, "-d");
+  const frequencyHz = values.frequency === undefined ? 99 : positiveNumber(values.frequency, "-F");
+  if (!Number.isInteger(frequencyHz) || frequencyHz > 20000) {
+    throw new UsageError(`-F ${values.frequency}: the frequency must be a whole number from 1 to 20000 Hz`);
+  }
+  const pids = (values.pid ?? []).map((text) => {
+    const value = Number(text);
+    try {
+      return asPid(value);
+    } catch {
+      throw new UsageError(`-p ${text}: not a process id`);
+    }
+  });
+  const demo = values.demo ?? false;
+  if (command.length > 0 && command[0] === "") throw new UsageError("-- must be followed by a command");
+  if (separator >= 0 && command.length === 0) throw new UsageError("-- must be followed by a command");
+  if ([demo, pids.length > 0, command.length > 0].filter(Boolean).length > 1) {
+    throw new UsageError("choose one of -p, --demo and -- COMMAND");
+  }
+  const output = values.output ?? "profile.pb.gz";
+  let format: OutputFormat;
+  if (values.format !== undefined) {
+    if (values.format !== "pprof" && values.format !== "folded") {
+      throw new UsageError(`--format ${values.format}: use pprof or folded`);
+    }
+    format = values.format;
+  } else {
+    const inferred = formatFromPath(output);
+    if (inferred === null) {
+      throw new UsageError(
+        `cannot tell the format of ${output}: name it .pb.gz or .folded, or pass --format`,
+      );
+    }
+    format = inferred;
+  }
+  return {
+    durationSeconds: durationSeconds ?? (demo ? 5 : null),
+    frequencyHz,
+    pids,
+    output,
+    format,
+    command,
+    demo,
+    idle: values.idle ?? false,
+  };
+}
+
+function positiveNumber(text: string, flag: string): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new UsageError(`${flag} ${text}: expected a positive number`);
+  }
+  return value;
+}

@@ -1,0 +1,38 @@
+/**
+ * The one-line progress display on stderr: rewritten in place on a terminal, silent otherwise (logs and
+ * CI output stay clean). Notes are printed on their own lines in both cases.
+ *
+ * @module
+ */
+
+const encoder = new TextEncoder();
+
+/** A status line on stderr. */
+export class StatusLine {
+  readonly #live: boolean;
+  #shown = false;
+
+  constructor(live = Deno.stderr.isTerminal()) {
+    this.#live = live;
+  }
+
+  /** Replaces the status text (terminal only). */
+  update(text: string): void {
+    if (!this.#live) return;
+    Deno.stderr.writeSync(encoder.encode(`\r\x1b[2K${text}`));
+    this.#shown = true;
+  }
+
+  /** Removes the status text. */
+  clear(): void {
+    if (!this.#shown) return;
+    Deno.stderr.writeSync(encoder.encode("\r\x1b[2K"));
+    this.#shown = false;
+  }
+
+  /** Prints a message on a line of its own. */
+  note(text: string): void {
+    this.clear();
+    Deno.stderr.writeSync(encoder.encode(`omniprof: ${text}\n`));
+  }
+}

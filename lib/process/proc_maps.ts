@@ -1,0 +1,84 @@
+/**
+ * Parses `/proc/PID/maps`, keeping the executable mappings (the only ones a program counter or return
+ * address can point into).
+ *
+ * @example
+ * ```ts
+ * import { parseProcMaps } from "./proc_maps.ts";
+ * import assert from "node:assert/strict";
+ * const [m] = parseProcMaps("55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 1234  /usr/bin/true\n");
+ * assert.equal(m?.path, "/usr/bin/true");
+ * assert.equal(m?.fileOffset, 0x2000);
+ * ```
+ *
+ * @module
+ */
+import type { Address } from "../types.ts";
+
+/** One executable mapping of a process. */
+export interface ProcMapping {
+  start: Address;
+  /** Exclusive end. */
+  end: Address;
+  /** Offset in the file of `start`. */
+  fileOffset: number;
+  /** Device as "major:minor" in hex, as the kernel prints it. */
+  device: string;
+  inode: number;
+  /** The mapped file, or a pseudo name like `[vdso]`, or "" for anonymous memory (e.g. JIT code). */
+  path: string;
+  /** The kernel appends " (deleted)" when the file was removed or replaced since it was mapped. */
+  deleted: boolean;
+}
+
+const LINE =
+  /^([0-9a-f]+)-([0-9a-f]+) ([r-])([w-])([x-])([ps]) ([0-9a-f]+) ([0-9a-f]+:[0-9a-f]+) (\d+)\s*(.*)$/;
+
+/**
+ * Parses the text of a maps file. Lines that are not executable are skipped; malformed lines throw a
+ * RangeError (the kernel never writes them, so they mean the input is not a maps file).
+ */
+export function parseProcMaps(text: string): ProcMapping[] {
+  const mappings: ProcMapping[] = [];
+  let lineStart = 0;
+  while (lineStart < text.length) {
+    let lineEnd = text.indexOf("\n", lineStart);
+    if (lineEnd < 0) lineEnd = text.length;
+    // Cheap test of the x permission before running the regular expression: most lines are data.
+    const permissions = text.indexOf(" ", lineStart) + 1;
+    if (permissions > 0 && text.charCodeAt(permissions + 2) === 0x78 /* x */) {
+      const line = text.slice(lineStart, lineEnd);
+      const match = LINE.exec(line);
+      if (!match) throw new RangeError(`Cannot parse maps line: "${line}"`);
+      let path = match[10] ?? "";
+      const deleted = path.endsWith(" (deleted)");
+      if (deleted) path = path.slice(0, -" (deleted)".length);
+      mappings.push({
+        start: parseInt(match[1]!, 16) as Address,
+        end: parseInt(match[2]!, 16) as Address,
+        fileOffset: parseInt(match[7]!, 16),
+        device: match[8]!,
+        inode: Number(match[9]),
+        path,
+        deleted,
+      });
+    }
+    lineStart = lineEnd + 1;
+  }
+  mappings.sort((a, b) => a.start - b.start);
+  return mappings;
+}
+
+/** Index of the mapping containing `address` in a start-sorted list, or -1. */
+export function findMapping(mappings: readonly ProcMapping[], address: number): number {
+  let low = 0;
+  let high = mappings.length - 1;
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const mapping = mappings[middle]!;
+    if (address < mapping.start) high = middle - 1;
+    else if (address >= mapping.end) low = middle + 1;
+    else return middle;
+  }
+  return -1;
+}

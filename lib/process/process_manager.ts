@@ -1,0 +1,221 @@
+/**
+ * Knows each sampled process's executable mappings, so that absolute addresses in traces can be turned
+ * into (file, file offset) while the process is alive; symbolization happens later from the files.
+ *
+ * A process is read on first sight (its first trace or exec event) and re-read when it execs or when a
+ * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). On
+ * exit its mappings are dropped. Files are identified once per (device, inode) and kept open, so a
+ * binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
+ *
+ * @example
+ * ```ts ignore
+ * import { ProcessManager } from "./process_manager.ts";
+ * using processes = new ProcessManager();
+ * const frame = processes.resolve(asPid(1234), 0x55d0c0a01234 as Address);
+ * ```
+ *
+ * @module
+ */
+import { getLogger } from "@logtape/logtape";
+import { cString, libc, O_CLOEXEC, O_RDONLY, raiseOpenFileLimit } from "../sys/libc.ts";
+import type { Address, FileId, Pid } from "../types.ts";
+import { fileIdOf } from "./file_id.ts";
+import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
+
+const logger = getLogger(["omniprof", "process"]);
+
+/** A file (or pseudo file) that code runs from. One object per distinct file in the session. */
+export interface MappedFile {
+  /** "device:inode" for files; the pseudo name (`[vdso]`) or `[anonymous]` otherwise. */
+  readonly key: string;
+  readonly kind: "file" | "vdso" | "anonymous";
+  /** The path as the first process that mapped it saw it. */
+  readonly path: string;
+  /** Content identity, or null when the file could not be read. */
+  readonly fileId: FileId | null;
+  /** A path that opens this very file for the rest of the session, or null when it cannot be opened. */
+  readonly openPath: string | null;
+}
+
+/** An executable mapping of a process with the file it maps. */
+export interface ResolvedMapping extends ProcMapping {
+  readonly file: MappedFile;
+}
+
+/** Where an address lands: a file and the offset in it. */
+export interface ResolvedAddress {
+  readonly mapping: ResolvedMapping;
+  readonly fileOffset: number;
+}
+
+interface ProcessState {
+  mappings: ResolvedMapping[];
+  /** performance.now() of the last read of /proc/PID/maps. */
+  syncedAt: number;
+  /** The maps file could not be read (the process is gone). */
+  gone: boolean;
+}
+
+/** Options, mainly for tests. */
+export interface ProcessManagerOptions {
+  /** Where procfs is mounted. */
+  procRoot?: string;
+  /** Minimum time between two re-reads of one process caused by unknown addresses. */
+  resyncIntervalMs?: number;
+  /** How many files to keep open at most. */
+  maxPinnedFiles?: number;
+}
+
+/** Tracks processes and their mapped files. */
+export class ProcessManager {
+  #procRoot: string;
+  #resyncIntervalMs: number;
+  #maxPinnedFiles: number;
+  #processes = new Map<Pid, ProcessState>();
+  #files = new Map<string, MappedFile>();
+  #pinnedFds: number[] = [];
+  /** Counters reported with the session's metrics. */
+  readonly stats = { syncs: 0, syncFailures: 0, resyncs: 0, unresolved: 0 };
+
+  constructor(options: ProcessManagerOptions = {}) {
+    this.#procRoot = options.procRoot ?? "/proc";
+    this.#resyncIntervalMs = options.resyncIntervalMs ?? 250;
+    const limit = raiseOpenFileLimit();
+    this.#maxPinnedFiles = options.maxPinnedFiles ?? Math.max(0, Math.min(8192, limit - 256));
+  }
+
+  /** Processes currently tracked. */
+  get processCount(): number {
+    return this.#processes.size;
+  }
+
+  /** Every file seen so far. */
+  files(): IterableIterator<MappedFile> {
+    return this.#files.values();
+  }
+
+  /** The process exec'd: its mappings are new. Read them now, while it runs. */
+  onExec(pid: Pid): void {
+    this.#sync(pid);
+  }
+
+  /** A process forked: the child starts with the parent's mappings. */
+  onFork(parent: Pid, child: Pid): void {
+    const state = this.#processes.get(parent);
+    if (state && !state.gone) {
+      this.#processes.set(child, { mappings: state.mappings, syncedAt: state.syncedAt, gone: false });
+    } else {
+      this.#sync(child);
+    }
+  }
+
+  /** The process exited: nothing of it is needed any more (its traces are already resolved). */
+  onExit(pid: Pid): void {
+    this.#processes.delete(pid);
+  }
+
+  /**
+   * Resolves an address of a process to a mapping and file offset; reads or re-reads the process's
+   * mappings when needed. Null when the address is in no executable mapping.
+   */
+  resolve(pid: Pid, address: Address): ResolvedAddress | null {
+    let state = this.#processes.get(pid) ?? this.#sync(pid);
+    let index = findMapping(state.mappings, address);
+    if (index < 0 && !state.gone && performance.now() - state.syncedAt >= this.#resyncIntervalMs) {
+      this.stats.resyncs++;
+      state = this.#sync(pid);
+      index = findMapping(state.mappings, address);
+    }
+    if (index < 0) {
+      this.stats.unresolved++;
+      return null;
+    }
+    const mapping = state.mappings[index]!;
+    return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
+  }
+
+  /** Closes the files kept open. Safe to call twice. */
+  close(): void {
+    const { fn } = libc();
+    for (const fd of this.#pinnedFds) fn.close(fd);
+    this.#pinnedFds = [];
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  #sync(pid: Pid): ProcessState {
+    this.stats.syncs++;
+    let mappings: ResolvedMapping[] = [];
+    let gone = false;
+    try {
+      const text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
+      mappings = parseProcMaps(text).map((mapping) => ({ ...mapping, file: this.#fileOf(pid, mapping) }));
+    } catch (error) {
+      // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
+      gone = true;
+      this.stats.syncFailures++;
+      if (!(error instanceof Deno.errors.NotFound)) {
+        logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
+      }
+    }
+    const previous = this.#processes.get(pid);
+    // Keep what we knew if a re-read failed: the process is exiting, its old mappings are still right.
+    const state: ProcessState = gone && previous
+      ? { ...previous, gone: true }
+      : { mappings, syncedAt: performance.now(), gone };
+    this.#processes.set(pid, state);
+    return state;
+  }
+
+  #fileOf(pid: Pid, mapping: ProcMapping): MappedFile {
+    const isFile = mapping.inode !== 0 && mapping.path.startsWith("/");
+    const key = isFile ? `${mapping.device}:${mapping.inode}` : mapping.path || "[anonymous]";
+    const known = this.#files.get(key);
+    if (known) return known;
+    const file = isFile ? this.#openFile(pid, mapping, key) : {
+      key,
+      kind: mapping.path === "[vdso]" ? "vdso" as const : "anonymous" as const,
+      path: mapping.path || "[anonymous]",
+      fileId: null,
+      openPath: null,
+    };
+    this.#files.set(key, file);
+    return file;
+  }
+
+  /**
+   * Opens the file behind a mapping. /proc/PID/map_files reaches the exact file even when it was
+   * deleted or lives in another mount namespace; /proc/PID/root/PATH and PATH are the fallbacks.
+   */
+  #openFile(pid: Pid, mapping: ProcMapping, key: string): MappedFile {
+    const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
+    const candidates = [
+      `${this.#procRoot}/${pid}/map_files/${range}`,
+      `${this.#procRoot}/${pid}/root${mapping.path}`,
+      mapping.path,
+    ];
+    for (const candidate of candidates) {
+      let fileId: FileId;
+      try {
+        using file = Deno.openSync(candidate);
+        fileId = fileIdOf(file);
+      } catch {
+        continue;
+      }
+      return { key, kind: "file", path: mapping.path, fileId, openPath: this.#pin(candidate) ?? candidate };
+    }
+    logger.debug("Cannot open {path} of process {pid}", { path: mapping.path, pid });
+    return { key, kind: "file", path: mapping.path, fileId: null, openPath: null };
+  }
+
+  /** Keeps a descriptor open and returns a path that reopens it for as long as the session runs. */
+  #pin(path: string): string | null {
+    if (this.#pinnedFds.length >= this.#maxPinnedFiles) return null;
+    const fd = libc().fn.open(cString(path), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return null;
+    this.#pinnedFds.push(fd);
+    return `/proc/self/fd/${fd}`;
+  }
+}

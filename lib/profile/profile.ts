@@ -1,0 +1,87 @@
+/**
+ * The symbolized, aggregated profile that every output writer (pprof, folded, ...) consumes and that the
+ * pprof reader produces. Plain data: tables of mappings and locations, samples that refer to them by index.
+ *
+ * @example
+ * ```ts
+ * import type { Profile } from "./profile.ts";
+ * const profile: Profile = {
+ *   startTimeNs: 0, durationNs: 1e9, periodNs: 10_101_010,
+ *   mappings: [], locations: [{ kind: "native", mapping: -1, address: 0, functionName: "main", sourceFile: "", line: 0 }],
+ *   samples: [{ locations: [0], count: 3, pid: 1, tid: 1, comm: "init" }],
+ * };
+ * ```
+ *
+ * @module
+ */
+
+/** What produced a frame: the kernel, native machine code, or an interpreter/JIT runtime. */
+export type FrameKind =
+  | "kernel"
+  | "native"
+  | "python"
+  | "php"
+  | "phpjit"
+  | "hotspot"
+  | "ruby"
+  | "perl"
+  | "v8"
+  | "dotnet"
+  | "unknown"
+  | "error";
+
+/** One executable, library or kernel image that locations point into. */
+export interface ProfileMapping {
+  /** Start of the mapping in the process (0 when only file-relative addresses are known). */
+  start: number;
+  /** End of the mapping (exclusive). */
+  end: number;
+  /** Offset in the file of `start`. */
+  fileOffset: number;
+  /** Path of the file as the process saw it, or a pseudo name such as `[kernel.kallsyms]`. */
+  fileName: string;
+  /** GNU build ID as lowercase hex, or "" when the file has none. */
+  buildId: string;
+  /** Whether at least one location of this mapping was resolved to a function name. */
+  hasFunctions: boolean;
+}
+
+/** One symbolized frame. Samples share locations. */
+export interface ProfileLocation {
+  kind: FrameKind;
+  /** Index into {@linkcode Profile.mappings}, or -1 when the frame belongs to no known mapping. */
+  mapping: number;
+  /** Address of the frame: an ELF virtual address of the mapping's file for native frames. */
+  address: number;
+  /** Demangled function name; unresolved native frames read `[binary+0xoffset]`. */
+  functionName: string;
+  /** Source file of the function, "" when unknown. */
+  sourceFile: string;
+  /** Source line, 0 when unknown. */
+  line: number;
+}
+
+/** A stack with how often it was seen, and which thread it was seen on. */
+export interface ProfileSample {
+  /** Indices into {@linkcode Profile.locations}, leaf first (pprof order). */
+  locations: number[];
+  /** Number of samples that had exactly this stack on this thread. */
+  count: number;
+  pid: number;
+  tid: number;
+  /** The thread's command name (`comm`) at the time of the samples. */
+  comm: string;
+}
+
+/** A whole profile: a sampling session, symbolized. */
+export interface Profile {
+  /** Wall-clock start of the session, ns since the Unix epoch. */
+  startTimeNs: number;
+  /** Length of the session in ns. */
+  durationNs: number;
+  /** CPU time one sample stands for, in ns (1e9 / sampling frequency). */
+  periodNs: number;
+  mappings: ProfileMapping[];
+  locations: ProfileLocation[];
+  samples: ProfileSample[];
+}

@@ -1,0 +1,173 @@
+/**
+ * Turns the aggregated stacks of a session into a {@linkcode Profile}: one location per distinct frame,
+ * symbolized once, on the host: kernel frames from /proc/kallsyms, native frames from the ELF symbol
+ * tables of the mapped files (or their separate debug files), demangled. A frame that cannot be named
+ * reads `[binary+0xoffset]` so that it can still be looked up later by hand.
+ *
+ * @example
+ * ```ts ignore
+ * import { buildProfile } from "./profile_builder.ts";
+ * const profile = buildProfile(table.stacks(), { startTimeNs, durationNs, periodNs });
+ * ```
+ *
+ * @module
+ */
+import type {
+  FrameKind,
+  Profile,
+  ProfileLocation,
+  ProfileMapping,
+  ProfileSample,
+} from "../profile/profile.ts";
+import type { MappedFile } from "../process/process_manager.ts";
+import { KernelSymbols } from "../symbolize/kallsyms.ts";
+import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
+import type { FileOffset, KernelAddress } from "../types.ts";
+import { FrameMarker } from "../../support/types.ts";
+import type { Stack, StackFrame } from "./stack_table.ts";
+
+/** Session facts that go into the profile as they are. */
+export interface ProfileInfo {
+  startTimeNs: number;
+  durationNs: number;
+  periodNs: number;
+}
+
+/** Symbolizers to use instead of fresh ones (tests, or reuse across profiles). */
+export interface Symbolizers {
+  native?: NativeSymbolizer;
+  kernel?: KernelSymbols | null;
+}
+
+const KIND_OF_MARKER = new Map<number, FrameKind>([
+  [FrameMarker.Kernel, "kernel"],
+  [FrameMarker.Native, "native"],
+  [FrameMarker.Python, "python"],
+  [FrameMarker.Php, "php"],
+  [FrameMarker.Phpjit, "phpjit"],
+  [FrameMarker.Hotspot, "hotspot"],
+  [FrameMarker.Ruby, "ruby"],
+  [FrameMarker.Perl, "perl"],
+  [FrameMarker.V8, "v8"],
+  [FrameMarker.Dotnet, "dotnet"],
+]);
+
+/** Builds and symbolizes the profile. */
+export function buildProfile(
+  stacks: readonly Stack[],
+  info: ProfileInfo,
+  symbolizers: Symbolizers = {},
+): Profile {
+  const builder = new Builder(symbolizers);
+  const samples: ProfileSample[] = stacks.map((stack) => ({
+    locations: stack.frames.map((frame) => builder.location(frame)),
+    count: stack.count,
+    pid: stack.pid,
+    tid: stack.tid,
+    comm: stack.comm,
+  }));
+  builder.close();
+  return { ...info, mappings: builder.mappings, locations: builder.locations, samples };
+}
+
+class Builder {
+  readonly mappings: ProfileMapping[] = [];
+  readonly locations: ProfileLocation[] = [];
+  #locationIndex = new Map<string, number>();
+  #mappingIndex = new Map<MappedFile, number>();
+  #native: NativeSymbolizer;
+  #ownsNative: boolean;
+  #kernel: KernelSymbols | null | undefined;
+
+  constructor(symbolizers: Symbolizers) {
+    this.#native = symbolizers.native ?? new NativeSymbolizer();
+    this.#ownsNative = symbolizers.native === undefined;
+    this.#kernel = symbolizers.kernel;
+  }
+
+  location(frame: StackFrame): number {
+    // A return address points after the call; the call itself (address - 1) names the right function
+    // and line, even when the call is the last instruction of a function.
+    const lookup = frame.returnAddress ? frame.address - 1 : frame.address;
+    const file = frame.mapping?.file;
+    const key = frame.kind === FrameMarker.Kernel
+      ? `k${lookup}`
+      : file
+      ? `${file.key}\0${lookup}`
+      : `?${frame.kind}:${lookup}`;
+    let index = this.#locationIndex.get(key);
+    if (index === undefined) {
+      index = this.locations.length;
+      this.locations.push(this.#symbolize(frame, lookup));
+      this.#locationIndex.set(key, index);
+    }
+    return index;
+  }
+
+  close(): void {
+    if (this.#ownsNative) this.#native.close();
+  }
+
+  #symbolize(frame: StackFrame, lookup: number): ProfileLocation {
+    const kind = KIND_OF_MARKER.get(frame.kind) ?? "unknown";
+    if (frame.kind === FrameMarker.Kernel) return this.#kernelLocation(lookup as KernelAddress);
+    const mapping = frame.mapping;
+    if (!mapping) {
+      return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
+    }
+    const file = mapping.file;
+    const mappingIndex = this.#mapping(file, mapping.start, mapping.end, mapping.fileOffset);
+    if (file.openPath === null) {
+      const name = file.kind === "file"
+        ? formatUnknownFrame(file.path, lookup)
+        : `[${file.path.replace(/^\[|\]$/g, "")}]`;
+      return { kind, mapping: mappingIndex, address: lookup, functionName: name, sourceFile: "", line: 0 };
+    }
+    const vaddr = this.#native.fileOffsetToVaddr(file.openPath, lookup as FileOffset);
+    const symbol = vaddr === null ? null : this.#native.symbolize(file.openPath, vaddr);
+    if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
+    return {
+      kind,
+      mapping: mappingIndex,
+      address: vaddr ?? lookup,
+      functionName: symbol?.functionName ?? formatUnknownFrame(file.path, lookup),
+      sourceFile: "",
+      line: 0,
+    };
+  }
+
+  #kernelLocation(address: KernelAddress): ProfileLocation {
+    if (this.#kernel === undefined) {
+      try {
+        this.#kernel = KernelSymbols.load();
+      } catch {
+        this.#kernel = null;
+      }
+    }
+    const symbol = this.#kernel?.lookup(address) ?? null;
+    const hex = (0xffffffff00000000 + address).toString(16);
+    const name = symbol === null
+      ? `[kernel+0x${hex}]`
+      : symbol.module === null
+      ? symbol.name
+      : `${symbol.name} [${symbol.module}]`;
+    return { kind: "kernel", mapping: -1, address, functionName: name, sourceFile: "", line: 0 };
+  }
+
+  #mapping(file: MappedFile, start: number, end: number, fileOffset: number): number {
+    let index = this.#mappingIndex.get(file);
+    if (index === undefined) {
+      index = this.mappings.length;
+      this.mappings.push({
+        start,
+        end,
+        fileOffset,
+        fileName: file.path,
+        buildId: file.openPath === null ? "" : this.#native.buildId(file.openPath),
+        hasFunctions: false,
+      });
+      this.#mappingIndex.set(file, index);
+    }
+    return index;
+  }
+}

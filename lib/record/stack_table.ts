@@ -1,0 +1,197 @@
+/**
+ * Aggregates traces as they are drained: identical traces (same thread, command name and frames) are
+ * counted once. This is the hot path of a recording, so a known trace costs a hash and a compare over
+ * the record's words in place, and allocates nothing; only a trace never seen before is copied and
+ * resolved (its user addresses turned into file offsets while the process is still alive).
+ *
+ * @example
+ * ```ts ignore
+ * import { StackTable } from "./stack_table.ts";
+ * const table = new StackTable(processes);
+ * tracer.drain(table); // RecordSink
+ * for (const stack of table.stacks()) console.log(stack.comm, stack.count);
+ * ```
+ *
+ * @module
+ */
+import type { RecordSink } from "../bpf/ring_buffer.ts";
+import type { ProcessManager, ResolvedMapping } from "../process/process_manager.ts";
+import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
+import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
+import {
+  COMM_LENGTH,
+  FRAME_ADDRESS,
+  FRAME_FLAGS,
+  FRAME_KIND,
+  FRAME_SIZE,
+  PROCESS_EVENT_PARENT,
+  RECORD_KIND,
+  RECORD_PID,
+  RECORD_TID,
+  TRACE_COMM,
+  TRACE_FRAMES,
+  TRACE_NUM_FRAMES,
+  TRACE_STOP_REASON,
+} from "./trace_format.ts";
+
+/** One frame of a stored stack, with user addresses already resolved. */
+export interface StackFrame {
+  /** A FrameMarker value. */
+  readonly kind: number;
+  /** The address was a return address (the call is just before it). */
+  readonly returnAddress: boolean;
+  /** Kernel frames: the KernelAddress. Resolved native frames: the file offset. Otherwise the address. */
+  readonly address: number;
+  /** The mapping a native frame was found in, or null (kernel frames, unresolvable addresses). */
+  readonly mapping: ResolvedMapping | null;
+}
+
+/** A distinct stack of one thread and how often it was sampled. */
+export interface Stack {
+  readonly pid: Pid;
+  readonly tid: Tid;
+  readonly comm: string;
+  /** Leaf first: kernel frames, then user frames. */
+  readonly frames: readonly StackFrame[];
+  /** A FrameMarker-free UnwindStopReason value: why the user unwind ended. */
+  readonly stopReason: number;
+  count: number;
+}
+
+interface Entry {
+  stack: Stack;
+  /** The record's words from the pid onwards, to compare candidates with equal hashes. */
+  words: Uint32Array;
+  next: Entry | null;
+}
+
+const KEY_START = RECORD_PID;
+const decoder = new TextDecoder();
+
+/** Aggregated stacks plus process bookkeeping; a RecordSink for RingBufferReader.drain(). */
+export class StackTable implements RecordSink {
+  #processes: ProcessManager;
+  #buckets = new Map<number, Entry>();
+  #stacks: Stack[] = [];
+  #words: Uint32Array | null = null;
+  #exited: Pid[] = [];
+  /** Samples seen (sum of all counts). */
+  samples = 0;
+
+  constructor(processes: ProcessManager) {
+    this.#processes = processes;
+  }
+
+  /** Distinct stacks, in order of first appearance. */
+  stacks(): readonly Stack[] {
+    return this.#stacks;
+  }
+
+  onRecord(view: DataView, offset: number, length: number): void {
+    switch (view.getUint32(offset + RECORD_KIND, true)) {
+      case EventKind.Trace:
+        this.#addTrace(view, offset, length);
+        break;
+      case EventKind.ProcessExec:
+        this.#processes.onExec(view.getUint32(offset + RECORD_PID, true) as Pid);
+        break;
+      case EventKind.ProcessFork:
+        this.#processes.onFork(
+          view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid,
+          view.getUint32(offset + RECORD_PID, true) as Pid,
+        );
+        break;
+      case EventKind.ProcessExit:
+        // Records of the process may still follow in this drain (from other CPUs); forget it after.
+        this.#exited.push(view.getUint32(offset + RECORD_PID, true) as Pid);
+        break;
+    }
+  }
+
+  /** Forgets the processes that exited during the last drain. Call after each drain. */
+  endDrain(): void {
+    for (const pid of this.#exited) this.#processes.onExit(pid);
+    this.#exited.length = 0;
+  }
+
+  #addTrace(view: DataView, offset: number, length: number): void {
+    if (this.#words === null || this.#words.buffer !== view.buffer) {
+      this.#words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
+    }
+    const words = this.#words;
+    const first = (offset + KEY_START) >>> 2;
+    const count = (length - KEY_START) >>> 2;
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < count; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
+    this.samples++;
+    for (let entry = this.#buckets.get(hash) ?? null; entry !== null; entry = entry.next) {
+      const stored = entry.words;
+      if (stored.length !== count) continue;
+      let equal = true;
+      for (let i = 0; i < count; i++) {
+        if (stored[i] !== words[first + i]) {
+          equal = false;
+          break;
+        }
+      }
+      if (equal) {
+        entry.stack.count++;
+        return;
+      }
+    }
+    const stack = this.#decode(view, offset);
+    const entry: Entry = {
+      stack,
+      words: words.slice(first, first + count),
+      next: this.#buckets.get(hash) ?? null,
+    };
+    this.#buckets.set(hash, entry);
+    this.#stacks.push(stack);
+  }
+
+  #decode(view: DataView, offset: number): Stack {
+    const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+    const commBytes = new Uint8Array(view.buffer, view.byteOffset + offset + TRACE_COMM, COMM_LENGTH);
+    const end = commBytes.indexOf(0);
+    const comm = decoder.decode(commBytes.subarray(0, end < 0 ? COMM_LENGTH : end));
+    const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
+    const frames: StackFrame[] = [];
+    for (let i = 0; i < numFrames; i++) {
+      const at = offset + TRACE_FRAMES + i * FRAME_SIZE;
+      const kind = view.getUint8(at + FRAME_KIND);
+      const flags = view.getUint8(at + FRAME_FLAGS);
+      const low = view.getUint32(at + FRAME_ADDRESS, true);
+      const high = view.getUint32(at + FRAME_ADDRESS + 4, true);
+      const returnAddress = (flags & FrameFlag.ReturnAddress) !== 0;
+      if (kind === FrameMarker.Kernel) {
+        // Kernel text is in the top 2 GiB: the low half identifies it (see KernelAddress).
+        frames.push({
+          kind,
+          returnAddress,
+          address: (high === 0xffffffff ? low : 0) as KernelAddress,
+          mapping: null,
+        });
+        continue;
+      }
+      const address = high * 0x100000000 + low;
+      if (flags & FrameFlag.AbsoluteAddress) {
+        const resolved = this.#processes.resolve(pid, address as Address);
+        frames.push(
+          resolved
+            ? { kind, returnAddress, address: resolved.fileOffset, mapping: resolved.mapping }
+            : { kind, returnAddress, address, mapping: null },
+        );
+      } else {
+        frames.push({ kind, returnAddress, address, mapping: null });
+      }
+    }
+    return {
+      pid,
+      tid: view.getUint32(offset + RECORD_TID, true) as Tid,
+      comm,
+      frames,
+      stopReason: view.getUint8(offset + TRACE_STOP_REASON),
+      count: 1,
+    };
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * Byte offsets of the ring buffer records, derived from the layouts generated from the BPF object's
+ * BTF (support/types.ts), as flat constants for the hot path.
+ *
+ * @module
+ */
+import { eventHeaderLayout, frameLayout, processEventLayout, traceLayout } from "../../support/types.ts";
+
+const header = traceLayout.hdr.offset;
+export const RECORD_KIND = header + eventHeaderLayout.kind.offset;
+export const RECORD_KTIME = header + eventHeaderLayout.ktime.offset;
+export const RECORD_PID = header + eventHeaderLayout.pid.offset;
+export const RECORD_TID = header + eventHeaderLayout.tid.offset;
+export const TRACE_COMM = traceLayout.comm.offset;
+export const COMM_LENGTH = traceLayout.comm.size;
+export const TRACE_NUM_FRAMES = traceLayout.num_frames.offset;
+export const TRACE_KERNEL_FRAMES = traceLayout.kernel_frames.offset;
+export const TRACE_STOP_REASON = traceLayout.stop_reason.offset;
+export const TRACE_FRAMES = traceLayout.frames.offset;
+export const FRAME_SIZE = frameLayout.sizeof;
+export const FRAME_FILE_ID = frameLayout.file_id.offset;
+export const FRAME_ADDRESS = frameLayout.addr_or_line.offset;
+export const FRAME_KIND = frameLayout.kind.offset;
+export const FRAME_FLAGS = frameLayout.flags.offset;
+export const PROCESS_EVENT_PARENT = processEventLayout.parent_pid.offset;
+export const PROCESS_EVENT_COMM = processEventLayout.comm.offset;

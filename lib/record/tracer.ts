@@ -1,0 +1,161 @@
+/**
+ * The kernel side of a recording: loads the BPF object, sets it up, attaches the sampling program to a
+ * cpu-clock perf event on every online CPU and the process-event programs to their tracepoints, and
+ * hands out the ring buffer. Teardown runs in reverse order of set-up.
+ *
+ * @example
+ * ```ts ignore
+ * import { Tracer } from "./tracer.ts";
+ * using tracer = Tracer.start({ frequencyHz: 99 });
+ * setInterval(() => tracer.drain(sink), 10);
+ * ```
+ *
+ * @module
+ */
+import type { BpfLink } from "../bpf/program.ts";
+import { BpfObject } from "../bpf/object.ts";
+import { u32Key } from "../bpf/map.ts";
+import { libbpf } from "../bpf/libbpf.ts";
+import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
+import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
+import { onlineCpus } from "../sys/cpus.ts";
+import type { Pid } from "../types.ts";
+import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import {
+  MetricId,
+  PidFilterFlag,
+  pidFilterValueLayout,
+  rodataOffsets,
+  tracerConfigLayout,
+  UnwindProgram,
+} from "../../support/types.ts";
+
+/** How to sample. */
+export interface TracerOptions {
+  /** Samples per second per CPU. */
+  frequencyHz: number;
+  /** Only sample these processes (all their threads). Empty or absent: the whole system. */
+  pids?: readonly Pid[];
+  /**
+   * Processes whose children (and their children) are sampled, but not the processes themselves:
+   * `record -- COMMAND` marks omniprof itself so that the command it starts is followed from its first
+   * instruction.
+   */
+  followChildrenOf?: readonly Pid[];
+  /** Also record samples of idle CPUs (the idle task, pid 0). */
+  sampleIdle?: boolean;
+  /** Ring buffer size in bytes (a power of two, at least a page). */
+  ringBufferBytes?: number;
+}
+
+/** BPF-side counters, summed over CPUs. */
+export type TracerMetrics = Record<keyof typeof MetricId, number>;
+
+const DEFAULT_RING_BUFFER_BYTES = 8 << 20;
+
+/** A running BPF sampler. */
+export class Tracer {
+  readonly cpus: number[];
+  readonly periodNs: number;
+  #object: BpfObject;
+  #links: BpfLink[] = [];
+  #reader: RingBufferReader | null = null;
+  #closed = false;
+
+  private constructor(object: BpfObject, cpus: number[], periodNs: number) {
+    this.#object = object;
+    this.cpus = cpus;
+    this.periodNs = periodNs;
+  }
+
+  /** Loads, configures and attaches everything; on any failure undoes what was done and throws. */
+  static start(options: TracerOptions): Tracer {
+    const periodNs = Math.round(1e9 / options.frequencyHz);
+    const filtered = (options.pids?.length ?? 0) > 0 || (options.followChildrenOf?.length ?? 0) > 0;
+    const ringBytes = options.ringBufferBytes ?? DEFAULT_RING_BUFFER_BYTES;
+    const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+    const tracer = new Tracer(object, onlineCpus(), periodNs);
+    try {
+      const rodata = object.map(".rodata").initialValue();
+      const config = rodataOffsets.tracer_config;
+      rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
+      rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
+      object.map("events").setMaxEntries(ringBytes);
+      object.load();
+
+      const progs = object.map("progs");
+      progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));
+      progs.update(u32Key(UnwindProgram.Stop), u32Key(object.program("unwind_stop").fd));
+
+      const filter = object.map("pid_filter");
+      const setFilter = (pid: Pid, flags: number) => {
+        const value = new Uint8Array(pidFilterValueLayout.sizeof);
+        new DataView(value.buffer).setUint32(pidFilterValueLayout.flags.offset, flags, true);
+        filter.update(u32Key(pid), value);
+      };
+      for (const pid of options.pids ?? []) setFilter(pid, PidFilterFlag.Sample);
+      for (const pid of options.followChildrenOf ?? []) setFilter(pid, PidFilterFlag.FollowChildren);
+
+      tracer.#reader = new RingBufferReader(object.map("events").fd, ringBytes);
+      // Process events first, so that no sampled process can start unseen.
+      for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"]) {
+        tracer.#links.push(object.program(name).attach());
+      }
+      const sampler = object.program("sample_cpu");
+      for (const cpu of tracer.cpus) {
+        const fd = openCpuClock(cpu, periodNs);
+        try {
+          tracer.#links.push(sampler.attachPerfEvent(fd));
+        } catch (error) {
+          closePerfEvent(fd);
+          throw error;
+        }
+      }
+    } catch (error) {
+      tracer.close();
+      throw error;
+    }
+    return tracer;
+  }
+
+  /** Delivers the records waiting in the ring buffer to `sink`; returns how many. */
+  drain(sink: RecordSink): number {
+    return this.#reader?.drain(sink) ?? 0;
+  }
+
+  /** Stops sampling (detaches the perf events) but keeps the ring buffer readable for a last drain. */
+  stopSampling(): void {
+    for (const link of this.#links) link.close();
+    this.#links = [];
+  }
+
+  /** Reads the BPF counters. */
+  metrics(): TracerMetrics {
+    const map = this.#object.map("metrics");
+    const cpus = libbpf().fn.libbpf_num_possible_cpus();
+    const values = new BigUint64Array(Math.max(1, cpus));
+    const bytes = new Uint8Array(values.buffer);
+    const result = {} as TracerMetrics;
+    for (const [name, id] of Object.entries(MetricId) as [keyof typeof MetricId, number][]) {
+      if (id >= MetricId.Count) continue;
+      let sum = 0;
+      if (map.lookup(u32Key(id), bytes)) { for (const value of values) sum += Number(value); }
+      result[name] = sum;
+    }
+    return result;
+  }
+
+  /** Detaches and unloads everything. Safe to call twice. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.stopSampling();
+    this.#reader?.close();
+    this.#reader = null;
+    this.#object.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

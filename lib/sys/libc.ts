@@ -1,0 +1,105 @@
+/**
+ * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open), mmap
+ * for ring buffers, ioctl, open/close for pinned file descriptors, and errno.
+ *
+ * @example
+ * ```ts
+ * import { libc } from "./libc.ts";
+ * const pageSize = libc().pageSize;
+ * ```
+ *
+ * @module
+ */
+
+const symbols = {
+  // glibc's syscall() is variadic, but on x86-64 integer arguments travel in the same registers either
+  // way and glibc's implementation only moves them, so a fixed six-argument signature is safe.
+  syscall: { parameters: ["i64", "buffer", "i64", "i64", "i64", "i64"], result: "i64" },
+  ioctl: { parameters: ["i32", "u64", "u64"], result: "i32" },
+  mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
+  munmap: { parameters: ["pointer", "usize"], result: "i32" },
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+  vsnprintf: { parameters: ["buffer", "usize", "pointer", "pointer"], result: "i32" },
+  sysconf: { parameters: ["i32"], result: "i64" },
+  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+export const PROT_READ = 1;
+export const PROT_WRITE = 2;
+export const MAP_SHARED = 1;
+export const O_RDONLY = 0;
+export const O_CLOEXEC = 0o2000000;
+const SC_PAGESIZE = 30;
+const RLIMIT_NOFILE = 7;
+
+/** An error from a system call, with the errno it failed with. */
+export class SystemError extends Error {
+  /** The errno value (positive). */
+  readonly errno: number;
+  constructor(action: string, errno: number) {
+    super(`Cannot ${action}: ${strerror(errno)} (errno ${errno})`);
+    this.name = "SystemError";
+    this.errno = errno;
+  }
+}
+
+/** The loaded C library and a few derived values. */
+export interface Libc {
+  readonly fn: Deno.DynamicLibrary<typeof symbols>["symbols"];
+  readonly pageSize: number;
+  /** errno of the last failed call on this thread; read it right after a synchronous call. */
+  errno(): number;
+}
+
+let loaded: Libc | undefined;
+
+/** Opens the C library once and returns it. */
+export function libc(): Libc {
+  if (loaded) return loaded;
+  const lib = Deno.dlopen("libc.so.6", symbols);
+  const errnoPointer = lib.symbols.__errno_location();
+  if (errnoPointer === null) throw new Error("Cannot locate errno: __errno_location returned NULL");
+  const errnoView = new Deno.UnsafePointerView(errnoPointer);
+  loaded = {
+    fn: lib.symbols,
+    pageSize: Number(lib.symbols.sysconf(SC_PAGESIZE)),
+    errno: () => errnoView.getInt32(),
+  };
+  return loaded;
+}
+
+/** The C library's text for an errno value. */
+export function strerror(errno: number): string {
+  const pointer = libc().fn.strerror(errno);
+  return pointer === null ? `errno ${errno}` : Deno.UnsafePointerView.getCString(pointer);
+}
+
+/** Encodes a string as a NUL-terminated C string. */
+export function cString(text: string): Uint8Array<ArrayBuffer> {
+  const bytes = new TextEncoder().encode(text);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/**
+ * Raises the soft limit on open files to the hard limit: the profiler keeps one descriptor per
+ * profiled executable (so files that are replaced or deleted can still be symbolized) plus one per CPU
+ * for perf events. Returns the new soft limit.
+ */
+export function raiseOpenFileLimit(): number {
+  const limits = new BigUint64Array(2);
+  const { fn } = libc();
+  if (fn.getrlimit(RLIMIT_NOFILE, limits) !== 0) return 1024;
+  if (limits[0]! < limits[1]!) {
+    limits[0] = limits[1]!;
+    if (fn.setrlimit(RLIMIT_NOFILE, limits) !== 0) return 1024;
+  }
+  return Number(limits[0]);
+}

@@ -1,0 +1,75 @@
+/**
+ * omniprof: a whole-system CPU profiler for Linux (BPF sampling, host-side symbolization).
+ *
+ *   omniprof record [options] [-- COMMAND ...]   record a profile
+ *   omniprof report FILE                         top functions of a pprof profile
+ *   omniprof check                               what works on this machine
+ *
+ * @module
+ */
+import { configure, getConsoleSink } from "@logtape/logtape";
+import { LibbpfError, LibbpfMissingError } from "./lib/bpf/libbpf.ts";
+import { checkCommand } from "./lib/cli/check_command.ts";
+import { CommandError, recordCommand } from "./lib/cli/record_command.ts";
+import { reportCommand } from "./lib/cli/report_command.ts";
+
+const USAGE = `Usage: omniprof COMMAND [options]
+
+Commands:
+  record   sample stacks on every CPU and write a profile (omniprof record --help)
+  report   print the top functions of a pprof profile
+  check    tell what works on this machine
+
+Environment: OMNIPROF_LOG=debug|info|warning sets the log level (default warning).
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const level = Deno.env.get("OMNIPROF_LOG") ?? "warning";
+  await configure({
+    sinks: { console: getConsoleSink() },
+    loggers: [
+      { category: ["omniprof"], lowestLevel: level as "debug" | "info" | "warning", sinks: ["console"] },
+      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["console"] },
+    ],
+  });
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "record":
+      return await recordCommand(rest);
+    case "report":
+      return await reportCommand(rest);
+    case "check":
+      return checkCommand();
+    case undefined:
+    case "help":
+    case "-h":
+    case "--help":
+      console.log(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      console.error(`omniprof: unknown command ${command}\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+if (import.meta.main) {
+  let code: number;
+  try {
+    code = await main(Deno.args);
+  } catch (error) {
+    if (error instanceof CommandError) {
+      console.error(`omniprof: ${error.message}`);
+      code = error.exitCode;
+    } else if (error instanceof LibbpfMissingError || error instanceof LibbpfError) {
+      console.error(`omniprof: ${error.message}`);
+      code = 1;
+    } else if (error instanceof Error && /^Cannot /.test(error.message)) {
+      console.error(`omniprof: ${error.message}`);
+      code = 1;
+    } else {
+      console.error("omniprof: internal error:", error);
+      code = 70;
+    }
+  }
+  Deno.exit(code);
+}

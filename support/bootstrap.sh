@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what omniprof needs on a fresh Debian 12/13 machine, then runs the given command with deno on
+# PATH. Idempotent: a second run installs nothing and costs well under a second.
+#
+#   support/bootstrap.sh deno task record      # profile the built-in demo workload
+#   support/bootstrap.sh deno task test        # run every test
+#   OMNIPROF_PEERS=1 support/bootstrap.sh deno task bench   # also install the peer profilers
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+deno_version=2.9.6
+tools="$top/.tools"
+
+need_apt=()
+have() { command -v "$1" >/dev/null 2>&1; }
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# Build and test tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the
+# test workloads, npm fetches deno.
+for pkg in clang llvm libbpf1 gcc libc6-dev; do
+  pkg_installed "$pkg" || need_apt+=("$pkg")
+done
+# Machines of this kind come with Node.js and npm (not always from Debian's packages: don't fight them).
+have npm || need_apt+=(npm)
+if [ "${OMNIPROF_PEERS:-0}" = 1 ]; then
+  for pkg in linux-perf bpftrace bpfcc-tools time; do
+    pkg_installed "$pkg" || need_apt+=("$pkg")
+  done
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "bootstrap: missing Debian packages: ${need_apt[*]}; run this script as root (sudo) once" >&2
+    exit 1
+  fi
+  echo "bootstrap: installing ${need_apt[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+find_deno() {
+  for candidate in "$tools/node_modules/@deno/linux-x64-glibc/deno" "$tools/node_modules/deno/deno"; do
+    [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+  done
+  return 1
+}
+if ! deno_bin=$(find_deno) || [ "$("$deno_bin" --version | head -1 | cut -d' ' -f2)" != "$deno_version" ]; then
+  echo "bootstrap: installing deno $deno_version from npm into .tools/" >&2
+  mkdir -p "$tools"
+  npm install --silent --no-save --no-audit --no-fund --prefix "$tools" "deno@$deno_version" >/dev/null
+  deno_bin=$(find_deno) || { echo "bootstrap: npm installed no deno binary" >&2; exit 1; }
+fi
+mkdir -p "$tools/bin"
+ln -sf "$deno_bin" "$tools/bin/deno"
+export PATH="$tools/bin:$PATH"
+
+cd "$top"
+[ $# -gt 0 ] || exit 0
+exec "$@"

@@ -1,0 +1,67 @@
+/**
+ * Generates support/types.ts from the BPF object: the structs and enums of bpf/types.h come from the
+ * object's BTF, and the offsets of the settings in .rodata from its symbol table (BTF's DATASEC offsets
+ * are only filled in by libbpf at load time). Called by build.ts, which also checks for drift.
+ *
+ * @module
+ */
+import { parseBtf } from "../lib/btf/btf.ts";
+import { generateLayoutModule } from "../lib/btf/codegen.ts";
+import { ElfFile } from "../lib/elf/elf_file.ts";
+
+/** What the host reads or writes of the BPF side's data. */
+const SPEC = {
+  structs: ["event_header", "trace", "frame", "process_event", "pid_filter_value", "tracer_config"],
+  enums: [
+    "frame_marker",
+    "unwind_program",
+    "trace_origin",
+    "event_kind",
+    "frame_flag",
+    "unwind_stop_reason",
+    "metric_id",
+    "limits",
+    "pid_filter_flag",
+  ],
+};
+
+/** Global variables in .rodata that the host sets before load. */
+const RODATA_VARIABLES = ["tracer_config"];
+
+const SYMBOL_SIZE = 24;
+
+/** Offsets of named symbols in the section called `sectionName`, from the ELF symbol table. */
+function symbolOffsets(elf: ElfFile, sectionName: string, names: string[]): Map<string, number> {
+  const sectionIndex = elf.sections.findIndex((section) => section.name === sectionName);
+  const symtab = elf.section(".symtab");
+  if (sectionIndex < 0 || !symtab) throw new Error(`Cannot find ${sectionName} or .symtab in the BPF object`);
+  const symbols = elf.readSection(symtab);
+  const strings = elf.readSection(elf.sections[symtab.link]!);
+  const view = new DataView(symbols.buffer, symbols.byteOffset, symbols.byteLength);
+  const decoder = new TextDecoder();
+  const found = new Map<string, number>();
+  for (let at = 0; at + SYMBOL_SIZE <= symbols.length; at += SYMBOL_SIZE) {
+    if (view.getUint16(at + 6, true) !== sectionIndex) continue;
+    const nameStart = view.getUint32(at, true);
+    const nameEnd = strings.indexOf(0, nameStart);
+    const name = decoder.decode(strings.subarray(nameStart, nameEnd < 0 ? strings.length : nameEnd));
+    if (names.includes(name)) found.set(name, Number(view.getBigUint64(at + 8, true)));
+  }
+  for (const name of names) {
+    if (!found.has(name)) throw new Error(`Cannot find ${name} in ${sectionName} of the BPF object`);
+  }
+  return found;
+}
+
+/** The text of support/types.ts for the given BPF object. */
+export function generateSupportTypes(object: Uint8Array): Promise<string> {
+  using elf = ElfFile.fromBytes(object, "omniprof.bpf.o");
+  const btf = parseBtf(elf.readSection(".BTF"));
+  let text = generateLayoutModule(btf, SPEC, "bpf/*.bpf.c (types.h)");
+  const offsets = symbolOffsets(elf, ".rodata", RODATA_VARIABLES);
+  text += "\n/** Offsets of the settings in the .rodata map (from the object's symbol table). */\n";
+  text += "export const rodataOffsets = {\n";
+  for (const [name, offset] of offsets) text += `  ${name}: ${offset},\n`;
+  text += "} as const;\n";
+  return Promise.resolve(text);
+}

@@ -1,0 +1,34 @@
+// Test workload that spends its time in the kernel: main -> write_loop -> write(2) on /dev/zero reads
+// and /dev/null writes. Usage: syscalls SECONDS
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void copy_loop(int in, int out, double end)
+{
+  static char buffer[1 << 16];
+  do {
+    for (int i = 0; i < 64; i++) {
+      if (read(in, buffer, sizeof(buffer)) < 0 || write(out, buffer, sizeof(buffer)) < 0)
+        exit(1);
+    }
+  } while (now() < end);
+}
+
+int main(int argc, char **argv)
+{
+  double seconds = argc > 1 ? atof(argv[1]) : 5;
+  int in = open("/dev/zero", O_RDONLY), out = open("/dev/null", O_WRONLY);
+  if (in < 0 || out < 0)
+    return 1;
+  copy_loop(in, out, now() + seconds);
+  return 0;
+}

@@ -1,0 +1,164 @@
+import assert from "node:assert/strict";
+import { ElfFile } from "../elf/elf_file.ts";
+import { fileCrc32, findDebugFile, underRoot } from "./debug_file.ts";
+
+const decoder = new TextDecoder();
+
+function run(cmd: string, ...args: string[]): string {
+  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
+  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
+  return decoder.decode(out.stdout);
+}
+
+function hasTool(tool: string): boolean {
+  try {
+    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
+      .success;
+  } catch {
+    return false;
+  }
+}
+
+const missing = ["gcc", "objcopy", "strip", "readelf"].filter((t) => !hasTool(t));
+if (missing.length > 0) console.log(`debug file tests are skipped: ${missing.join(", ")} not installed`);
+const ignore = missing.length > 0;
+
+interface Build {
+  dir: string;
+  /** Stripped binary with a build ID and a debuglink to `functions.debug`. */
+  linked: string;
+  /** Stripped binary with a debuglink but no build ID. */
+  linkedNoId: string;
+  /** Debug file of `linked`. */
+  debug: string;
+  /** Debug file of `linkedNoId`. */
+  debugNoId: string;
+  buildId: string;
+}
+
+let built: Build | undefined;
+function build(): Build {
+  if (built !== undefined) return built;
+  const dir = Deno.makeTempDirSync({ prefix: "omniprof_debug_test_" });
+  globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+  const source = new URL("./testdata/functions.c", import.meta.url).pathname;
+  const make = (name: string, buildIdFlag: string) => {
+    const full = `${dir}/${name}.full`;
+    run("gcc", "-O1", "-g", buildIdFlag, "-o", full, source);
+    // The debug file keeps the name the link will record.
+    mkdirp(`${dir}/${name}.d`);
+    const debug = `${dir}/${name}.d/functions.debug`;
+    run("objcopy", "--only-keep-debug", full, debug);
+    run("strip", "--strip-all", "-o", `${dir}/${name}.stripped`, full);
+    run("objcopy", `--add-gnu-debuglink=${debug}`, `${dir}/${name}.stripped`, `${dir}/${name}`);
+    return { linked: `${dir}/${name}`, debug };
+  };
+  const withId = make("with_id", "-Wl,--build-id=sha1");
+  const withoutId = make("without_id", "-Wl,--build-id=none");
+  const buildId = run("readelf", "-n", withId.linked).match(/Build ID: ([0-9a-f]+)/)?.[1] ?? "";
+  assert.notEqual(buildId, "");
+  built = {
+    dir,
+    linked: withId.linked,
+    linkedNoId: withoutId.linked,
+    debug: withId.debug,
+    debugNoId: withoutId.debug,
+    buildId,
+  };
+  return built;
+}
+
+function mkdirp(path: string): void {
+  Deno.mkdirSync(path, { recursive: true });
+}
+
+/** Lays out a fake root with the binary at /opt/app/functions and returns the root. */
+function rootWith(binary: string, files: Record<string, string>): string {
+  const root = Deno.makeTempDirSync({ dir: build().dir, prefix: "root_" });
+  mkdirp(`${root}/opt/app`);
+  Deno.copyFileSync(binary, `${root}/opt/app/functions`);
+  for (const [inRoot, from] of Object.entries(files)) {
+    mkdirp(`${root}${inRoot.slice(0, inRoot.lastIndexOf("/"))}`);
+    Deno.copyFileSync(from, `${root}${inRoot}`);
+  }
+  return root;
+}
+
+function find(root: string): string | null {
+  using elf = ElfFile.open(`${root}/opt/app/functions`);
+  return findDebugFile(elf, "/opt/app/functions", { root });
+}
+
+Deno.test({
+  name: "findDebugFile() finds the debug file by build ID",
+  ignore,
+  fn() {
+    const b = build();
+    const inRoot = `/usr/lib/debug/.build-id/${b.buildId.slice(0, 2)}/${b.buildId.slice(2)}.debug`;
+    const root = rootWith(b.linked, { [inRoot]: b.debug });
+    assert.equal(find(root), `${root}${inRoot}`);
+    using debug = ElfFile.open(`${root}${inRoot}`);
+    assert.ok(debug.hasSymtab);
+  },
+});
+
+Deno.test({
+  name: "findDebugFile() refuses a build-ID path holding another file's debug info",
+  ignore,
+  fn() {
+    const b = build();
+    const inRoot = `/usr/lib/debug/.build-id/${b.buildId.slice(0, 2)}/${b.buildId.slice(2)}.debug`;
+    assert.equal(find(rootWith(b.linked, { [inRoot]: b.debugNoId })), null);
+  },
+});
+
+Deno.test({
+  name: "findDebugFile() follows .gnu_debuglink beside the binary, in .debug/ and under the debug dir",
+  ignore,
+  fn() {
+    const b = build();
+    for (const inRoot of ["/opt/app/functions.debug", "/opt/app/.debug/functions.debug"]) {
+      const root = rootWith(b.linkedNoId, { [inRoot]: b.debugNoId });
+      assert.equal(find(root), `${root}${inRoot}`);
+    }
+    const root = rootWith(b.linkedNoId, { "/usr/lib/debug/opt/app/functions.debug": b.debugNoId });
+    assert.equal(find(root), `${root}/usr/lib/debug/opt/app/functions.debug`);
+    using elf = ElfFile.open(`${root}/opt/app/functions`);
+    assert.equal(findDebugFile(elf, "/opt/app/functions", { root, debugDirs: ["/nowhere"] }), null);
+  },
+});
+
+Deno.test({
+  name: "findDebugFile() refuses a debuglink candidate whose CRC differs",
+  ignore,
+  fn() {
+    const b = build();
+    const root = rootWith(b.linkedNoId, { "/opt/app/functions.debug": b.debugNoId });
+    const candidate = `${root}/opt/app/functions.debug`;
+    const bytes = Deno.readFileSync(candidate);
+    bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 1;
+    Deno.writeFileSync(candidate, bytes);
+    assert.equal(find(root), null);
+    assert.equal(find(rootWith(b.linkedNoId, {})), null);
+  },
+});
+
+Deno.test({
+  name: "fileCrc32() matches the CRC objcopy stored and refuses what it cannot read",
+  ignore,
+  fn() {
+    const b = build();
+    using elf = ElfFile.open(b.linked);
+    assert.equal(fileCrc32(b.debug), elf.debugLink()?.crc32);
+    assert.equal(fileCrc32(b.debug, 100), null);
+    assert.equal(fileCrc32(`${b.dir}/missing`), null);
+    assert.equal(fileCrc32(b.dir), null);
+    assert.equal(fileCrc32("/dev/zero"), null);
+  },
+});
+
+Deno.test("underRoot() prefixes paths unless the root is /", () => {
+  assert.equal(underRoot("/", "/usr/lib/x.so"), "/usr/lib/x.so");
+  assert.equal(underRoot("/proc/42/root", "/usr/lib/x.so"), "/proc/42/root/usr/lib/x.so");
+  assert.equal(underRoot("/proc/42/root/", "/usr/lib/x.so"), "/proc/42/root/usr/lib/x.so");
+});

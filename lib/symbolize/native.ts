@@ -1,0 +1,288 @@
+/**
+ * Host-side symbolization of native frames: (binary path, address) to function name through the ELF
+ * symbol tables, using the separate debug file's `.symtab` when the binary is stripped. Each file is
+ * opened once, parsed into a {@linkcode SymbolTable} and closed again right away, so no descriptor stays
+ * open; parsed tables are kept in a bounded LRU cache. A bad or unreadable file never throws: its frames
+ * resolve to null and the reason is logged once per file.
+ *
+ * @example
+ * ```ts
+ * import { formatUnknownFrame, NativeSymbolizer } from "./native.ts";
+ * import type { FileOffset } from "../types.ts";
+ * using symbolizer = new NativeSymbolizer();
+ * const offset = 0x2a40 as FileOffset;
+ * const frame = symbolizer.symbolizeFileOffset("/usr/bin/bash", offset);
+ * console.log(frame?.functionName ?? formatUnknownFrame("/usr/bin/bash", offset));
+ * ```
+ *
+ * @module
+ */
+
+import { getLogger } from "@logtape/logtape";
+import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
+import type { Address, FileOffset } from "../types.ts";
+import { findDebugFile, underRoot } from "./debug_file.ts";
+import { demangle } from "./demangle.ts";
+import { SymbolTable, type SymbolTableSource } from "./symbol_table.ts";
+
+/** A resolved native frame. */
+export interface NativeSymbol {
+  /** Function name, demangled unless the symbolizer was built with `demangle: false`. */
+  functionName: string;
+  /** Bytes from the function's start to the address. */
+  offset: number;
+}
+
+/** Cache bounds and lookup settings. */
+export interface NativeSymbolizerOptions {
+  /** Most files whose parsed tables are kept. Default 1024. */
+  maxCachedFiles?: number;
+  /** Most bytes of parsed tables kept (approximate). Default 1 GiB. */
+  maxCachedBytes?: number;
+  /** Global debug directories inside each root. Default `["/usr/lib/debug"]`. */
+  debugDirs?: readonly string[];
+  /** Largest section read from a file, see {@linkcode ElfFileOptions}. Default 256 MiB. */
+  maxSectionBytes?: number;
+  /** Whether to demangle C++ and Rust names. Default true. */
+  demangle?: boolean;
+}
+
+/** Counters for reporting. */
+export interface NativeSymbolizerStats {
+  /** Files parsed (including re-parses after eviction). */
+  filesLoaded: number;
+  /** Files that could not be opened or parsed. */
+  filesFailed: number;
+  /** Files parsed whose symbols came from a separate debug file. */
+  debugFilesUsed: number;
+  /** Parsed files dropped from the cache to respect its bounds. */
+  evictions: number;
+}
+
+/** What the cache holds for one file. */
+interface FileEntry {
+  symbols: SymbolTable;
+  loadSegments: readonly LoadSegment[];
+  buildId: string;
+  /** Why the file could not be read, or "" when it was read. */
+  error: string;
+  bytes: number;
+}
+
+const logger = getLogger(["omniprof", "symbolize"]);
+/** Bounds the demangled-name cache; it is cleared when full (hot names come back at once). */
+const MAX_DEMANGLED_NAMES = 65_536;
+/** Bounds the set of paths already reported, so a stream of new bad paths cannot grow it without end. */
+const MAX_REPORTED_PATHS = 10_000;
+
+/**
+ * Formats a frame that could not be symbolized: `[<basename>+0x<hex file offset>]`.
+ *
+ * @example
+ * ```ts
+ * formatUnknownFrame("/usr/lib/libc.so.6", 0x2a1ca); // "[libc.so.6+0x2a1ca]"
+ * ```
+ */
+export function formatUnknownFrame(path: string, fileOffset: FileOffset | number): string {
+  return `[${path.slice(path.lastIndexOf("/") + 1)}+0x${fileOffset.toString(16)}]`;
+}
+
+/** Resolves native addresses to function names, caching parsed symbol tables per file. */
+export class NativeSymbolizer implements Disposable {
+  readonly #maxFiles: number;
+  readonly #maxBytes: number;
+  readonly #debugDirs: readonly string[] | undefined;
+  readonly #maxSectionBytes: number | undefined;
+  readonly #demangle: boolean;
+  readonly #cache = new Map<string, FileEntry>();
+  readonly #reported = new Set<string>();
+  readonly #demangleCache = new Map<string, string>();
+  #cachedBytes = 0;
+  #closed = false;
+  readonly #stats: NativeSymbolizerStats = {
+    filesLoaded: 0,
+    filesFailed: 0,
+    debugFilesUsed: 0,
+    evictions: 0,
+  };
+
+  constructor(options: NativeSymbolizerOptions = {}) {
+    this.#maxFiles = Math.max(1, options.maxCachedFiles ?? 1024);
+    this.#maxBytes = options.maxCachedBytes ?? 1024 * 1024 * 1024;
+    this.#debugDirs = options.debugDirs;
+    this.#maxSectionBytes = options.maxSectionBytes;
+    this.#demangle = options.demangle ?? true;
+  }
+
+  /** A snapshot of the counters. */
+  get stats(): NativeSymbolizerStats {
+    return { ...this.#stats };
+  }
+
+  /** The number of files whose parse result is cached. */
+  get cachedFiles(): number {
+    return this.#cache.size;
+  }
+
+  /**
+   * Resolves an ELF virtual address of the file at `path` (a path inside `root`, as the process sees it).
+   * Returns null when the file has no symbol covering the address or cannot be read.
+   */
+  symbolize(path: string, vaddr: Address, root = "/"): NativeSymbol | null {
+    const match = this.#entry(path, root).symbols.lookup(vaddr);
+    if (match === null) return null;
+    return { functionName: this.#demangle ? this.#demangled(match.name) : match.name, offset: match.offset };
+  }
+
+  /**
+   * Resolves a file offset (what a mapping gives: address - mapping start + mapping offset) by converting
+   * it to a virtual address through the file's PT_LOAD segments.
+   */
+  symbolizeFileOffset(path: string, offset: FileOffset, root = "/"): NativeSymbol | null {
+    const vaddr = this.fileOffsetToVaddr(path, offset, root);
+    return vaddr === null ? null : this.symbolize(path, vaddr, root);
+  }
+
+  /** Converts a file offset to an ELF virtual address of the file; null when no PT_LOAD maps it. */
+  fileOffsetToVaddr(path: string, offset: FileOffset, root = "/"): Address | null {
+    for (const seg of this.#entry(path, root).loadSegments) {
+      if (offset >= seg.offset && offset - seg.offset < seg.filesz) {
+        return (seg.vaddr + offset - seg.offset) as Address;
+      }
+    }
+    return null;
+  }
+
+  /** The GNU build ID of the file (lowercase hex), "" when it has none or cannot be read. */
+  buildId(path: string, root = "/"): string {
+    return this.#entry(path, root).buildId;
+  }
+
+  /** Why the file could not be read, or "" when it was (reading it if it is not cached). */
+  loadError(path: string, root = "/"): string {
+    return this.#entry(path, root).error;
+  }
+
+  /** Drops the cached parse of a file, e.g. after it was replaced on disk. */
+  forget(path: string, root = "/"): void {
+    const key = underRoot(root, path);
+    const entry = this.#cache.get(key);
+    if (entry === undefined) return;
+    this.#cache.delete(key);
+    this.#cachedBytes -= entry.bytes;
+  }
+
+  /** Drops all cached tables. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#cache.clear();
+    this.#demangleCache.clear();
+    this.#cachedBytes = 0;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  #entry(path: string, root: string): FileEntry {
+    const key = underRoot(root, path);
+    const cached = this.#cache.get(key);
+    if (cached !== undefined) {
+      // Re-insert to mark as most recently used.
+      this.#cache.delete(key);
+      this.#cache.set(key, cached);
+      return cached;
+    }
+    const entry = this.#load(key, path, root);
+    if (!this.#closed) {
+      this.#cache.set(key, entry);
+      this.#cachedBytes += entry.bytes;
+      this.#evict();
+    }
+    return entry;
+  }
+
+  #load(hostPath: string, path: string, root: string): FileEntry {
+    this.#stats.filesLoaded++;
+    const options = this.#maxSectionBytes === undefined ? {} : { maxSectionBytes: this.#maxSectionBytes };
+    let elf: ElfFile | undefined;
+    let debug: ElfFile | undefined;
+    try {
+      elf = ElfFile.open(hostPath, options);
+      const sources: SymbolTableSource[] = elf.symbolSources();
+      if (!sources.some((s) => s.kind === "symtab")) {
+        const debugPath = findDebugFile(elf, path, {
+          root,
+          ...(this.#debugDirs === undefined ? {} : { debugDirs: this.#debugDirs }),
+        });
+        if (debugPath !== null) {
+          try {
+            debug = ElfFile.open(debugPath, options);
+            const extra = debug.symbolSources().filter((s) => s.kind === "symtab");
+            if (extra.length > 0) this.#stats.debugFilesUsed++;
+            sources.unshift(...extra);
+          } catch (error) {
+            // The binary's own .dynsym still works without its debug file.
+            this.#report(debugPath, error);
+          }
+        }
+      }
+      const symbols = SymbolTable.build(sources);
+      const buildId = elf.buildId();
+      return {
+        symbols,
+        loadSegments: elf.loadSegments,
+        buildId,
+        error: "",
+        bytes: symbols.byteSize + 256,
+      };
+    } catch (error) {
+      this.#stats.filesFailed++;
+      this.#report(hostPath, error);
+      return {
+        symbols: SymbolTable.empty,
+        loadSegments: [],
+        buildId: "",
+        error: describe(error),
+        bytes: 256,
+      };
+    } finally {
+      elf?.close();
+      debug?.close();
+    }
+  }
+
+  /** Demangling costs tens of microseconds per C++ name, a lookup under one: remember recent results. */
+  #demangled(name: string): string {
+    let out = this.#demangleCache.get(name);
+    if (out === undefined) {
+      out = demangle(name);
+      if (this.#demangleCache.size >= MAX_DEMANGLED_NAMES) this.#demangleCache.clear();
+      this.#demangleCache.set(name, out);
+    }
+    return out;
+  }
+
+  #report(path: string, error: unknown): void {
+    if (this.#reported.has(path)) return;
+    if (this.#reported.size >= MAX_REPORTED_PATHS) this.#reported.clear();
+    this.#reported.add(path);
+    logger.warn("Cannot symbolize {path}: {reason}", { path, reason: describe(error) });
+  }
+
+  #evict(): void {
+    for (const [key, entry] of this.#cache) {
+      if (this.#cache.size <= this.#maxFiles && this.#cachedBytes <= this.#maxBytes) return;
+      // Keep the newest entry even when it alone exceeds the byte bound: it is being used.
+      if (this.#cache.size === 1) return;
+      this.#cache.delete(key);
+      this.#cachedBytes -= entry.bytes;
+      this.#stats.evictions++;
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,382 @@
+/**
+ * Encodes a {@linkcode Profile} as a pprof protocol buffer (the published `perftools.profiles.Profile`
+ * message), raw or gzip-compressed as pprof files are stored on disk.
+ *
+ * What the output contains:
+ * - `sample_type` is `[samples/count, cpu/nanoseconds]`; each sample's values are
+ *   `[count, count * period]`. `period_type` is `cpu/nanoseconds` and `period` the sampling period in ns
+ *   (rounded to an integer).
+ * - Mappings, locations and functions get ids from 1 in table order; functions are deduplicated by
+ *   (name, source file). Every location has at most one `Line`: a location without function name, source
+ *   file and line is written without one (an unsymbolized address pprof can symbolize itself).
+ * - Sample labels: `pid` and `tid` are numeric labels; the thread name is the string label `comm`, the
+ *   name `perf` users know for it (pprof shows every label key the same way, in `-tags`, `-tagfocus`,
+ *   `-tagroot`, so the shortest familiar key is the most useful). An empty name writes no `comm` label.
+ *
+ * Frame kinds travel in mapping names, since pprof has no field for them:
+ * - A location's kind is the one its mapping's file name implies: names starting with
+ *   `[kernel.kallsyms]` (and kernel modules, `*.ko`) are kernel code, the pseudo names in
+ *   {@linkcode KIND_MAPPING_NAMES} (`[python]`, `[v8]`, ...) are their runtime, anything else is native.
+ *   Locations without a mapping (`mapping_id` 0) are native.
+ * - A non-native frame without a mapping (mapping -1) is written in a pseudo mapping named for its kind,
+ *   with zero start, limit and file offset and no build ID; the reader turns such mappings back into
+ *   "no mapping" (-1) and drops them from the mapping table.
+ * - A frame whose kind contradicts its mapping's name (say a Python frame in `libpython.so`) keeps its kind
+ *   and loses the mapping link: it is written as if its mapping were -1.
+ * - Kernel addresses are kept as their low 32 bits in a Profile; the writer restores the high half
+ *   (0xffffffff, see `KernelAddress`) for kernel locations and mappings named for the kernel, and the reader
+ *   strips it again.
+ *
+ * So `decodePprof(encodePprof(p))` equals `p` whenever each location's kind agrees with its mapping and no
+ * profile mapping looks like a pseudo mapping, except that `periodNs`, `startTimeNs` and `durationNs` are
+ * rounded to integers.
+ *
+ * @example
+ * ```ts
+ * import { encodePprofGzip } from "./pprof.ts";
+ * import type { Profile } from "../profile/profile.ts";
+ * declare const profile: Profile;
+ * Deno.writeFileSync("cpu.pb.gz", encodePprofGzip(profile)); // then: pprof -top cpu.pb.gz
+ * ```
+ *
+ * @module
+ */
+
+import { gzipSync } from "node:zlib";
+import type { FrameKind, Profile } from "../profile/profile.ts";
+import { ProtobufWriter } from "./protobuf_writer.ts";
+
+/** The file name of the pseudo mapping that marks each non-native frame kind in a pprof file. */
+export const KIND_MAPPING_NAMES: Readonly<Record<Exclude<FrameKind, "native">, string>> = {
+  kernel: "[kernel.kallsyms]",
+  python: "[python]",
+  php: "[php]",
+  phpjit: "[phpjit]",
+  hotspot: "[hotspot]",
+  ruby: "[ruby]",
+  perl: "[perl]",
+  v8: "[v8]",
+  dotnet: "[dotnet]",
+  unknown: "[unknown]",
+  error: "[error]",
+};
+
+const kindByMappingName = new Map<string, FrameKind>(
+  Object.entries(KIND_MAPPING_NAMES).map(([kind, name]) => [name, kind as FrameKind]),
+);
+const kernelModule = /\.ko(\.(gz|xz|zst))?$/;
+
+/** The frame kind a mapping's file name implies (see the module documentation). */
+export function frameKindOfMapping(fileName: string): FrameKind {
+  const kind = kindByMappingName.get(fileName);
+  if (kind !== undefined) return kind;
+  if (fileName.startsWith("[kernel.kallsyms]") || kernelModule.test(fileName)) return "kernel";
+  return "native";
+}
+
+/** Whether a mapping with these fields is a pseudo mapping that only carries a frame kind. */
+export function isKindPseudoMapping(
+  fileName: string,
+  start: number,
+  end: number,
+  fileOffset: number,
+  buildId: string,
+): boolean {
+  return kindByMappingName.has(fileName) && start === 0 && end === 0 && fileOffset === 0 && buildId === "";
+}
+
+const TWO_POW_32 = 4294967296;
+const KERNEL_HIGH_HALF = 0xffffffff;
+
+/** Interns strings into the pprof string table ("" first, each string once). */
+class StringTable {
+  readonly strings: string[] = [""];
+  readonly #index = new Map<string, number>([["", 0]]);
+
+  intern(value: string): number {
+    let index = this.#index.get(value);
+    if (index === undefined) {
+      index = this.strings.length;
+      this.strings.push(value);
+      this.#index.set(value, index);
+    }
+    return index;
+  }
+}
+
+// Bits of the per-mapping symbolization flags.
+const HAS_FUNCTIONS = 1;
+const HAS_FILENAMES = 2;
+const HAS_LINE_NUMBERS = 4;
+
+/**
+ * Encodes `profile` as an uncompressed pprof protocol buffer.
+ *
+ * Throws a `RangeError` if a location refers to a missing mapping or a sample to a missing location.
+ *
+ * @example
+ * ```ts
+ * import { encodePprof } from "./pprof.ts";
+ * const bytes = encodePprof({
+ *   startTimeNs: 0, durationNs: 1e9, periodNs: 10_000_000, mappings: [],
+ *   locations: [{ kind: "native", mapping: -1, address: 0x401000, functionName: "main", sourceFile: "", line: 0 }],
+ *   samples: [{ locations: [0], count: 5, pid: 42, tid: 42, comm: "demo" }],
+ * });
+ * ```
+ */
+export function encodePprof(profile: Profile): Uint8Array {
+  const { mappings, locations, samples } = profile;
+  const strings = new StringTable();
+  const nMappings = mappings.length;
+  const nLocations = locations.length;
+
+  // Which pprof mapping each location is written in (0 = none); pseudo mappings follow the real ones.
+  const mappingKinds = mappings.map((m) => frameKindOfMapping(m.fileName));
+  const pseudoKinds: Exclude<FrameKind, "native">[] = [];
+  const pseudoIds = new Map<FrameKind, number>();
+  const locationMappingId = new Int32Array(nLocations);
+  for (let i = 0; i < nLocations; i++) {
+    const location = locations[i]!;
+    const m = location.mapping;
+    let id = 0;
+    if (m !== -1) {
+      if (!Number.isInteger(m) || m < 0 || m >= nMappings) {
+        throw new RangeError(`Cannot encode pprof: location ${i} refers to mapping ${m} of ${nMappings}`);
+      }
+      if (mappingKinds[m] === location.kind) id = m + 1;
+    }
+    if (id === 0 && location.kind !== "native") {
+      const kind = location.kind;
+      id = pseudoIds.get(kind) ?? 0;
+      if (id === 0) {
+        pseudoKinds.push(kind);
+        id = nMappings + pseudoKinds.length;
+        pseudoIds.set(kind, id);
+      }
+    }
+    locationMappingId[i] = id;
+  }
+
+  // Functions, deduplicated by (name, file); 0 marks a location written without a Line.
+  const functionIds = new Map<string, number>();
+  const functionNames: number[] = [];
+  const functionFiles: number[] = [];
+  const locationFunctionId = new Int32Array(nLocations);
+  const mappingFlags = new Uint8Array(nMappings + pseudoKinds.length + 1);
+  for (let i = 0; i < nLocations; i++) {
+    const { functionName, sourceFile, line } = locations[i]!;
+    if (functionName === "" && sourceFile === "" && line === 0) continue;
+    const key = functionName + "\0" + sourceFile;
+    let id = functionIds.get(key);
+    if (id === undefined) {
+      functionNames.push(strings.intern(functionName));
+      functionFiles.push(strings.intern(sourceFile));
+      id = functionNames.length;
+      functionIds.set(key, id);
+    }
+    locationFunctionId[i] = id;
+    const mappingId = locationMappingId[i]!;
+    mappingFlags[mappingId] = mappingFlags[mappingId]! | (functionName !== "" ? HAS_FUNCTIONS : 0) |
+      (sourceFile !== "" ? HAS_FILENAMES : 0) | (line > 0 ? HAS_LINE_NUMBERS : 0);
+  }
+
+  const mappingFileNames = new Int32Array(nMappings);
+  const mappingBuildIds = new Int32Array(nMappings);
+  for (let i = 0; i < nMappings; i++) {
+    mappingFileNames[i] = strings.intern(mappings[i]!.fileName);
+    mappingBuildIds[i] = strings.intern(mappings[i]!.buildId);
+  }
+  const pseudoFileNames = pseudoKinds.map((kind) => strings.intern(KIND_MAPPING_NAMES[kind]));
+
+  const keyPid = strings.intern("pid");
+  const keyTid = strings.intern("tid");
+  const keyComm = strings.intern("comm");
+  const commIndex = new Int32Array(samples.length);
+  let totalFrames = 0;
+  for (let i = 0; i < samples.length; i++) {
+    const sample = samples[i]!;
+    commIndex[i] = strings.intern(sample.comm);
+    totalFrames += sample.locations.length;
+  }
+  const typeSamples = strings.intern("samples");
+  const unitCount = strings.intern("count");
+  const typeCpu = strings.intern("cpu");
+  const unitNanoseconds = strings.intern("nanoseconds");
+
+  // Roughly the output size, so the buffer rarely grows: ids take 1-3 bytes, a sample's header ~24.
+  const w = new ProtobufWriter(
+    4096 + totalFrames * 3 + samples.length * 28 + nLocations * 20 + nMappings * 48 +
+      functionNames.length * 12,
+  );
+
+  // sample_type (1)
+  writeValueType(w, 1, typeSamples, unitCount);
+  writeValueType(w, 1, typeCpu, unitNanoseconds);
+
+  // sample (2)
+  const periodNs = Math.round(profile.periodNs);
+  for (let i = 0; i < samples.length; i++) {
+    const sample = samples[i]!;
+    const stack = sample.locations;
+    const s = w.beginLengthDelimited(2);
+    if (stack.length > 0) {
+      const ids = w.beginLengthDelimited(1); // location_id, packed, leaf first
+      for (let j = 0; j < stack.length; j++) {
+        const index = stack[j]!;
+        if (!(index >= 0 && index < nLocations)) {
+          throw new RangeError(
+            `Cannot encode pprof: sample ${i} refers to location ${index} of ${nLocations}`,
+          );
+        }
+        w.writeVarint(index + 1);
+      }
+      w.endLengthDelimited(ids);
+    }
+    const values = w.beginLengthDelimited(2); // value, packed
+    w.writeInt64(sample.count);
+    w.writeInt64(sample.count * periodNs);
+    w.endLengthDelimited(values);
+    writeNumLabel(w, keyPid, sample.pid);
+    writeNumLabel(w, keyTid, sample.tid);
+    const comm = commIndex[i]!;
+    if (comm !== 0) {
+      const label = w.beginLengthDelimited(3);
+      w.writeVarintField(1, keyComm); // key
+      w.writeVarintField(2, comm); // str
+      w.endLengthDelimited(label);
+    }
+    w.endLengthDelimited(s);
+  }
+
+  // mapping (3)
+  for (let i = 0; i < nMappings; i++) {
+    const m = mappings[i]!;
+    const kernel = mappingKinds[i] === "kernel";
+    const flags = mappingFlags[i + 1]!;
+    writeMapping(w, i + 1, m.start, m.end, m.fileOffset, kernel, mappingFileNames[i]!, mappingBuildIds[i]!, {
+      functions: m.hasFunctions,
+      filenames: (flags & HAS_FILENAMES) !== 0,
+      lineNumbers: (flags & HAS_LINE_NUMBERS) !== 0,
+    });
+  }
+  for (let k = 0; k < pseudoKinds.length; k++) {
+    const id = nMappings + k + 1;
+    const flags = mappingFlags[id]!;
+    writeMapping(w, id, 0, 0, 0, false, pseudoFileNames[k]!, 0, {
+      functions: (flags & HAS_FUNCTIONS) !== 0,
+      filenames: (flags & HAS_FILENAMES) !== 0,
+      lineNumbers: (flags & HAS_LINE_NUMBERS) !== 0,
+    });
+  }
+
+  // location (4)
+  for (let i = 0; i < nLocations; i++) {
+    const location = locations[i]!;
+    const l = w.beginLengthDelimited(4);
+    w.writeVarintField(1, i + 1); // id
+    const mappingId = locationMappingId[i]!;
+    if (mappingId !== 0) w.writeVarintField(2, mappingId);
+    writeAddress(w, 3, location.address, location.kind === "kernel");
+    const functionId = locationFunctionId[i]!;
+    if (functionId !== 0) {
+      const line = w.beginLengthDelimited(4);
+      w.writeVarintField(1, functionId);
+      if (location.line !== 0) w.writeInt64Field(2, location.line);
+      w.endLengthDelimited(line);
+    }
+    w.endLengthDelimited(l);
+  }
+
+  // function (5); system_name repeats the name, as Go's runtime does, since only demangled names are kept.
+  for (let i = 0; i < functionNames.length; i++) {
+    const f = w.beginLengthDelimited(5);
+    w.writeVarintField(1, i + 1);
+    const name = functionNames[i]!;
+    if (name !== 0) {
+      w.writeVarintField(2, name);
+      w.writeVarintField(3, name);
+    }
+    const file = functionFiles[i]!;
+    if (file !== 0) w.writeVarintField(4, file);
+    w.endLengthDelimited(f);
+  }
+
+  // string_table (6)
+  for (const value of strings.strings) w.writeStringField(6, value);
+
+  const startTime = Math.round(profile.startTimeNs);
+  if (startTime !== 0) w.writeInt64Field(9, startTime); // time_nanos
+  const duration = Math.round(profile.durationNs);
+  if (duration !== 0) w.writeInt64Field(10, duration); // duration_nanos
+  writeValueType(w, 11, typeCpu, unitNanoseconds); // period_type
+  if (periodNs !== 0) w.writeInt64Field(12, periodNs); // period
+  return w.finish();
+}
+
+/** Options of {@linkcode encodePprofGzip}. */
+export interface PprofGzipOptions {
+  /** zlib compression level, 1 (fastest) to 9 (smallest); default 6. */
+  level?: number;
+}
+
+/**
+ * Encodes `profile` as a gzip-compressed pprof file, the form `pprof` and most profile stores expect.
+ *
+ * @example
+ * ```ts
+ * import { encodePprofGzip } from "./pprof.ts";
+ * import type { Profile } from "../profile/profile.ts";
+ * declare const profile: Profile;
+ * Deno.writeFileSync("cpu.pb.gz", encodePprofGzip(profile));
+ * ```
+ */
+export function encodePprofGzip(profile: Profile, options: PprofGzipOptions = {}): Uint8Array {
+  const compressed = gzipSync(encodePprof(profile), { level: options.level ?? 6 });
+  return new Uint8Array(compressed.buffer, compressed.byteOffset, compressed.byteLength);
+}
+
+function writeValueType(w: ProtobufWriter, field: number, type: number, unit: number): void {
+  const m = w.beginLengthDelimited(field);
+  w.writeVarintField(1, type);
+  w.writeVarintField(2, unit);
+  w.endLengthDelimited(m);
+}
+
+function writeNumLabel(w: ProtobufWriter, key: number, value: number): void {
+  const m = w.beginLengthDelimited(3);
+  w.writeVarintField(1, key);
+  if (value !== 0) w.writeInt64Field(3, value); // num; proto3 leaves 0 implicit
+  w.endLengthDelimited(m);
+}
+
+/** Writes a uint64 address field, restoring the high half of a kernel address kept as its low 32 bits. */
+function writeAddress(w: ProtobufWriter, field: number, value: number, kernel: boolean): void {
+  if (value === 0) return;
+  w.writeTag(field, 0);
+  if (kernel && value > 0 && value < TWO_POW_32) w.writeVarint64(value, KERNEL_HIGH_HALF);
+  else w.writeVarint(value);
+}
+
+function writeMapping(
+  w: ProtobufWriter,
+  id: number,
+  start: number,
+  end: number,
+  fileOffset: number,
+  kernel: boolean,
+  fileName: number,
+  buildId: number,
+  has: { functions: boolean; filenames: boolean; lineNumbers: boolean },
+): void {
+  const m = w.beginLengthDelimited(3);
+  w.writeVarintField(1, id);
+  writeAddress(w, 2, start, kernel); // memory_start
+  writeAddress(w, 3, end, kernel); // memory_limit
+  if (fileOffset !== 0) w.writeVarintField(4, fileOffset);
+  if (fileName !== 0) w.writeVarintField(5, fileName);
+  if (buildId !== 0) w.writeVarintField(6, buildId);
+  if (has.functions) w.writeBoolField(7, true);
+  if (has.filenames) w.writeBoolField(8, true);
+  if (has.lineNumbers) w.writeBoolField(9, true);
+  w.endLengthDelimited(m);
+}

@@ -1,0 +1,704 @@
+/**
+ * Decodes pprof files (gzip-compressed or raw `perftools.profiles.Profile` protocol buffers) into a
+ * {@linkcode Profile}: ours, and those of other tools (Go's runtime, perf_to_profile, ...).
+ *
+ * How a pprof file maps onto a Profile:
+ * - A location with several lines (inlined calls, innermost first) becomes one Profile location per line,
+ *   all with the location's address and mapping, and samples list them innermost first.
+ * - A location without lines becomes one location with an empty function name.
+ * - Frame kinds come from mapping names, and pseudo mappings that only carry a kind are dropped; see the
+ *   convention in `pprof.ts`. Kernel addresses keep their low 32 bits.
+ * - A sample's count is its value for the first sample type `samples/count`, else the first with unit
+ *   `count`, else its first value. Samples whose count is not positive are dropped.
+ * - Labels: `pid` and `tid` (also `process.pid`/`process_id`, `thread.id`/`thread_id`) as numbers, numeric
+ *   or numeric strings; the thread name from `thread_comm`, else `comm`, else `thread_name`/`thread.name`.
+ *   Missing labels read as 0 and "".
+ * - `periodNs` is `period` when `period_type` is in nanoseconds, else 0.
+ *
+ * The input is hostile: malformed bytes throw a `RangeError` "Cannot decode pprof: ...", and the output
+ * size is capped (see {@linkcode DecodePprofOptions}).
+ *
+ * @example
+ * ```ts
+ * import { decodePprof } from "./pprof_reader.ts";
+ * const profile = decodePprof(Deno.readFileSync("cpu.pb.gz"));
+ * console.log(profile.samples.length, profile.locations[0]?.functionName);
+ * ```
+ *
+ * @module
+ */
+
+import { gunzipSync } from "node:zlib";
+import type {
+  FrameKind,
+  Profile,
+  ProfileLocation,
+  ProfileMapping,
+  ProfileSample,
+} from "../profile/profile.ts";
+import { frameKindOfMapping, isKindPseudoMapping } from "./pprof.ts";
+import { ProtobufReader, WireType } from "./protobuf_reader.ts";
+
+/** Limits of {@linkcode decodePprof}, against inputs that expand enormously. */
+export interface DecodePprofOptions {
+  /** Largest accepted size of gzip-decompressed input, in bytes (default 512 MiB). */
+  maxDecompressedBytes?: number;
+  /** Largest accepted number of frames over all samples after inline expansion (default 2^26). */
+  maxFrames?: number;
+}
+
+const TWO_POW_32 = 4294967296;
+const KERNEL_HIGH_HALF = 0xffffffff;
+const DEFAULT_MAX_DECOMPRESSED = 512 << 20;
+const DEFAULT_MAX_FRAMES = 1 << 26;
+/** Ids below this are interned through an array (at most 4 MiB of it, grown as ids appear). */
+const MAX_DIRECT_ID = 1 << 20;
+
+/**
+ * Interns message ids (uint64) into dense indices 0, 1, 2, ... in order of first appearance, so references
+ * can be read before the messages they refer to. Small ids (the usual 1, 2, 3, ...) are looked up in an
+ * array; others in maps, ids above 2^53 keyed exactly by their two halves.
+ */
+class IdTable {
+  #direct = new Int32Array(1024).fill(-1);
+  readonly #small = new Map<number, number>();
+  #large: Map<string, number> | undefined;
+  size = 0;
+
+  /** The dense index of the id the reader has just read. */
+  intern(r: ProtobufReader): number {
+    const lo = r.lo;
+    if (r.hi === 0 && lo < MAX_DIRECT_ID) {
+      let direct = this.#direct;
+      if (lo >= direct.length) {
+        const grown = new Int32Array(Math.min(MAX_DIRECT_ID, Math.max(lo + 1, direct.length * 2))).fill(-1);
+        grown.set(direct);
+        this.#direct = direct = grown;
+      }
+      let index = direct[lo]!;
+      if (index === -1) {
+        index = this.size++;
+        direct[lo] = index;
+      }
+      return index;
+    }
+    if (r.hi < 0x200000) {
+      const id = r.hi * TWO_POW_32 + lo;
+      let index = this.#small.get(id);
+      if (index === undefined) {
+        index = this.size++;
+        this.#small.set(id, index);
+      }
+      return index;
+    }
+    this.#large ??= new Map();
+    const key = `${r.hi}:${lo}`;
+    let index = this.#large.get(key);
+    if (index === undefined) {
+      index = this.size++;
+      this.#large.set(key, index);
+    }
+    return index;
+  }
+}
+
+/** A growable list of int32, cheaper than a JS array for millions of entries. */
+class Int32List {
+  data = new Int32Array(1024);
+  length = 0;
+
+  push(value: number): void {
+    if (this.length === this.data.length) {
+      const grown = new Int32Array(this.data.length * 2);
+      grown.set(this.data);
+      this.data = grown;
+    }
+    this.data[this.length++] = value;
+  }
+}
+
+const ROLE_PID = 0;
+const ROLE_TID = 1;
+const ROLE_COMM = 2;
+/** Label keys the reader understands: key -> [role, rank]; of several keys of one role, the highest rank wins. */
+const LABEL_KEYS = new Map<string, [number, number]>([
+  ["pid", [ROLE_PID, 3]],
+  ["process.pid", [ROLE_PID, 2]],
+  ["process_id", [ROLE_PID, 1]],
+  ["tid", [ROLE_TID, 3]],
+  ["thread.id", [ROLE_TID, 2]],
+  ["thread_id", [ROLE_TID, 1]],
+  // The thread's name is what a Profile keeps; `comm` is the process's name in perf_to_profile output.
+  ["thread_comm", [ROLE_COMM, 4]],
+  ["comm", [ROLE_COMM, 3]],
+  ["thread_name", [ROLE_COMM, 2]],
+  ["thread.name", [ROLE_COMM, 1]],
+]);
+
+/** The raw tables of a pprof message, with ids interned and string indices not yet resolved. */
+class RawProfile {
+  strings: string[] = [];
+  sampleTypes: number[] = []; // (type, unit) pairs of string indices
+  periodTypeUnit = 0;
+  period = 0;
+  timeNanos = 0;
+  durationNanos = 0;
+
+  sampleFrameEnd: number[] = [];
+  sampleFrames = new Int32List(); // dense location indices
+  sampleValueEnd: number[] = [];
+  sampleValues: number[] = [];
+  sampleLabelEnd: number[] = [];
+  labelKeys: number[] = [];
+  labelStrs: number[] = [];
+  labelNums: number[] = [];
+
+  mappingIds = new IdTable();
+  mappingDense: number[] = [];
+  mappingStart: number[] = []; // lo, hi pairs
+  mappingLimit: number[] = [];
+  mappingOffset: number[] = [];
+  mappingFileName: number[] = [];
+  mappingBuildId: number[] = [];
+  mappingHasFunctions: boolean[] = [];
+
+  locationIds = new IdTable();
+  locationDense: number[] = [];
+  locationMapping: number[] = []; // dense mapping index, -1 for none
+  locationAddress: number[] = []; // lo, hi pairs
+  locationLineEnd: number[] = [];
+  lineFunction: number[] = []; // dense function index, -1 for none
+  lineNumber: number[] = [];
+
+  functionIds = new IdTable();
+  functionDense: number[] = [];
+  functionName: number[] = [];
+  functionFile: number[] = [];
+}
+
+/**
+ * Decodes a pprof profile, gzip-compressed (starting with 1f 8b) or not.
+ *
+ * Throws a `RangeError` "Cannot decode pprof: ..." for malformed input or input beyond the limits.
+ *
+ * @example
+ * ```ts
+ * import { decodePprof } from "./pprof_reader.ts";
+ * import { encodePprofGzip } from "./pprof.ts";
+ * const profile = decodePprof(encodePprofGzip({
+ *   startTimeNs: 0, durationNs: 0, periodNs: 1e7, mappings: [], locations: [], samples: [],
+ * }));
+ * ```
+ */
+export function decodePprof(bytes: Uint8Array, options: DecodePprofOptions = {}): Profile {
+  const raw = parse(new ProtobufReader(gunzipIfNeeded(bytes, options), "pprof"));
+  return resolve(raw, options.maxFrames ?? DEFAULT_MAX_FRAMES);
+}
+
+function gunzipIfNeeded(bytes: Uint8Array, options: DecodePprofOptions): Uint8Array {
+  if (bytes.length < 2 || bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes;
+  const limit = options.maxDecompressedBytes ?? DEFAULT_MAX_DECOMPRESSED;
+  try {
+    const out = gunzipSync(bytes, { maxOutputLength: limit });
+    return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  } catch (e) {
+    if (e instanceof RangeError) {
+      throw new RangeError(`Cannot decode pprof: decompresses to more than ${limit} bytes`);
+    }
+    throw new RangeError(`Cannot decode pprof: corrupt gzip data (${(e as Error).message})`);
+  }
+}
+
+function parse(r: ProtobufReader): RawProfile {
+  const p = new RawProfile();
+  while (r.next()) {
+    switch (r.field) {
+      case 1: { // sample_type
+        r.expectWireType(WireType.LengthDelimited, "sample_type");
+        const [type, unit] = readValueType(r);
+        p.sampleTypes.push(type, unit);
+        break;
+      }
+      case 2: // sample
+        r.expectWireType(WireType.LengthDelimited, "sample");
+        readSample(r, p);
+        break;
+      case 3: // mapping
+        r.expectWireType(WireType.LengthDelimited, "mapping");
+        readMapping(r, p);
+        break;
+      case 4: // location
+        r.expectWireType(WireType.LengthDelimited, "location");
+        readLocation(r, p);
+        break;
+      case 5: // function
+        r.expectWireType(WireType.LengthDelimited, "function");
+        readFunction(r, p);
+        break;
+      case 6: // string_table
+        r.expectWireType(WireType.LengthDelimited, "string_table");
+        p.strings.push(r.readString());
+        break;
+      case 9: // time_nanos
+        r.expectWireType(WireType.Varint, "time_nanos");
+        p.timeNanos = r.readInt64();
+        break;
+      case 10: // duration_nanos
+        r.expectWireType(WireType.Varint, "duration_nanos");
+        p.durationNanos = r.readInt64();
+        break;
+      case 11: // period_type
+        r.expectWireType(WireType.LengthDelimited, "period_type");
+        p.periodTypeUnit = readValueType(r)[1];
+        break;
+      case 12: // period
+        r.expectWireType(WireType.Varint, "period");
+        p.period = r.readInt64();
+        break;
+      default:
+        r.skip();
+    }
+  }
+  return p;
+}
+
+function readValueType(r: ProtobufReader): [number, number] {
+  let type = 0;
+  let unit = 0;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    if (r.field === 1) {
+      r.expectWireType(WireType.Varint, "ValueType.type");
+      type = r.readInt64();
+    } else if (r.field === 2) {
+      r.expectWireType(WireType.Varint, "ValueType.unit");
+      unit = r.readInt64();
+    } else r.skip();
+  }
+  r.exitLengthDelimited(outer);
+  return [type, unit];
+}
+
+function readSample(r: ProtobufReader, p: RawProfile): void {
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    switch (r.field) {
+      case 1: // location_id, packed or not
+        if (r.wireType === WireType.LengthDelimited) {
+          const packed = r.enterLengthDelimited();
+          while (r.pos < r.end) {
+            r.readVarint();
+            p.sampleFrames.push(p.locationIds.intern(r));
+          }
+          r.exitLengthDelimited(packed);
+        } else {
+          r.expectWireType(WireType.Varint, "Sample.location_id");
+          r.readVarint();
+          p.sampleFrames.push(p.locationIds.intern(r));
+        }
+        break;
+      case 2: // value, packed or not
+        if (r.wireType === WireType.LengthDelimited) {
+          const packed = r.enterLengthDelimited();
+          while (r.pos < r.end) p.sampleValues.push(r.readInt64());
+          r.exitLengthDelimited(packed);
+        } else {
+          r.expectWireType(WireType.Varint, "Sample.value");
+          p.sampleValues.push(r.readInt64());
+        }
+        break;
+      case 3: // label
+        r.expectWireType(WireType.LengthDelimited, "Sample.label");
+        readLabel(r, p);
+        break;
+      default:
+        r.skip();
+    }
+  }
+  r.exitLengthDelimited(outer);
+  p.sampleFrameEnd.push(p.sampleFrames.length);
+  p.sampleValueEnd.push(p.sampleValues.length);
+  p.sampleLabelEnd.push(p.labelKeys.length);
+}
+
+function readLabel(r: ProtobufReader, p: RawProfile): void {
+  let key = 0;
+  let str = 0;
+  let num = 0;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    if (r.field === 1) {
+      r.expectWireType(WireType.Varint, "Label.key");
+      key = r.readInt64();
+    } else if (r.field === 2) {
+      r.expectWireType(WireType.Varint, "Label.str");
+      str = r.readInt64();
+    } else if (r.field === 3) {
+      r.expectWireType(WireType.Varint, "Label.num");
+      num = r.readInt64();
+    } else r.skip();
+  }
+  r.exitLengthDelimited(outer);
+  p.labelKeys.push(key);
+  p.labelStrs.push(str);
+  p.labelNums.push(num);
+}
+
+function readMapping(r: ProtobufReader, p: RawProfile): void {
+  let dense = -1;
+  let startLo = 0, startHi = 0, limitLo = 0, limitHi = 0, offsetLo = 0, offsetHi = 0;
+  let fileName = 0;
+  let buildId = 0;
+  let hasFunctions = false;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    switch (r.field) {
+      case 1:
+        r.expectWireType(WireType.Varint, "Mapping.id");
+        r.readVarint();
+        dense = p.mappingIds.intern(r);
+        break;
+      case 2:
+        r.expectWireType(WireType.Varint, "Mapping.memory_start");
+        r.readVarint();
+        startLo = r.lo;
+        startHi = r.hi;
+        break;
+      case 3:
+        r.expectWireType(WireType.Varint, "Mapping.memory_limit");
+        r.readVarint();
+        limitLo = r.lo;
+        limitHi = r.hi;
+        break;
+      case 4:
+        r.expectWireType(WireType.Varint, "Mapping.file_offset");
+        r.readVarint();
+        offsetLo = r.lo;
+        offsetHi = r.hi;
+        break;
+      case 5:
+        r.expectWireType(WireType.Varint, "Mapping.filename");
+        fileName = r.readInt64();
+        break;
+      case 6:
+        r.expectWireType(WireType.Varint, "Mapping.build_id");
+        buildId = r.readInt64();
+        break;
+      case 7:
+        r.expectWireType(WireType.Varint, "Mapping.has_functions");
+        hasFunctions = r.readBool();
+        break;
+      default:
+        r.skip();
+    }
+  }
+  r.exitLengthDelimited(outer);
+  if (dense === -1) throw r.error(`mapping ${p.mappingDense.length} has no id`);
+  p.mappingDense.push(dense);
+  p.mappingStart.push(startLo, startHi);
+  p.mappingLimit.push(limitLo, limitHi);
+  p.mappingOffset.push(offsetLo, offsetHi);
+  p.mappingFileName.push(fileName);
+  p.mappingBuildId.push(buildId);
+  p.mappingHasFunctions.push(hasFunctions);
+}
+
+function readLocation(r: ProtobufReader, p: RawProfile): void {
+  let dense = -1;
+  let mapping = -1;
+  let addressLo = 0;
+  let addressHi = 0;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    switch (r.field) {
+      case 1:
+        r.expectWireType(WireType.Varint, "Location.id");
+        r.readVarint();
+        dense = p.locationIds.intern(r);
+        break;
+      case 2:
+        r.expectWireType(WireType.Varint, "Location.mapping_id");
+        r.readVarint();
+        mapping = r.lo === 0 && r.hi === 0 ? -1 : p.mappingIds.intern(r);
+        break;
+      case 3:
+        r.expectWireType(WireType.Varint, "Location.address");
+        r.readVarint();
+        addressLo = r.lo;
+        addressHi = r.hi;
+        break;
+      case 4:
+        r.expectWireType(WireType.LengthDelimited, "Location.line");
+        readLine(r, p);
+        break;
+      default:
+        r.skip();
+    }
+  }
+  r.exitLengthDelimited(outer);
+  if (dense === -1) throw r.error(`location ${p.locationDense.length} has no id`);
+  p.locationDense.push(dense);
+  p.locationMapping.push(mapping);
+  p.locationAddress.push(addressLo, addressHi);
+  p.locationLineEnd.push(p.lineFunction.length);
+}
+
+function readLine(r: ProtobufReader, p: RawProfile): void {
+  let fn = -1;
+  let line = 0;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    if (r.field === 1) {
+      r.expectWireType(WireType.Varint, "Line.function_id");
+      r.readVarint();
+      fn = r.lo === 0 && r.hi === 0 ? -1 : p.functionIds.intern(r);
+    } else if (r.field === 2) {
+      r.expectWireType(WireType.Varint, "Line.line");
+      line = r.readInt64();
+    } else r.skip();
+  }
+  r.exitLengthDelimited(outer);
+  p.lineFunction.push(fn);
+  p.lineNumber.push(line);
+}
+
+function readFunction(r: ProtobufReader, p: RawProfile): void {
+  let dense = -1;
+  let name = 0;
+  let systemName = 0;
+  let file = 0;
+  const outer = r.enterLengthDelimited();
+  while (r.next()) {
+    switch (r.field) {
+      case 1:
+        r.expectWireType(WireType.Varint, "Function.id");
+        r.readVarint();
+        dense = p.functionIds.intern(r);
+        break;
+      case 2:
+        r.expectWireType(WireType.Varint, "Function.name");
+        name = r.readInt64();
+        break;
+      case 3:
+        r.expectWireType(WireType.Varint, "Function.system_name");
+        systemName = r.readInt64();
+        break;
+      case 4:
+        r.expectWireType(WireType.Varint, "Function.filename");
+        file = r.readInt64();
+        break;
+      default:
+        r.skip();
+    }
+  }
+  r.exitLengthDelimited(outer);
+  if (dense === -1) throw r.error(`function ${p.functionDense.length} has no id`);
+  p.functionDense.push(dense);
+  // Tools that only know the raw symbol leave the name empty.
+  p.functionName.push(name !== 0 ? name : systemName);
+  p.functionFile.push(file);
+}
+
+function fail(state: string): RangeError {
+  return new RangeError(`Cannot decode pprof: ${state}`);
+}
+
+/** Maps each dense id to the position of the message that declared it; -1 where none did. */
+function positionsOfIds(dense: number[], size: number, what: string): Int32Array {
+  const positions = new Int32Array(size).fill(-1);
+  for (let i = 0; i < dense.length; i++) {
+    const d = dense[i]!;
+    if (positions[d] !== -1) throw fail(`two ${what}s share an id (${what} ${positions[d]} and ${i})`);
+    positions[d] = i;
+  }
+  return positions;
+}
+
+function toNumber(lo: number, hi: number): number {
+  return hi * TWO_POW_32 + lo;
+}
+
+/** A kernel address written with its high half restored keeps only its low 32 bits. */
+function toKernelNumber(lo: number, hi: number): number {
+  return hi === KERNEL_HIGH_HALF ? lo : hi * TWO_POW_32 + lo;
+}
+
+function resolve(p: RawProfile, maxFrames: number): Profile {
+  const strings = p.strings;
+  if (strings.length > 0 && strings[0] !== "") throw fail(`string_table[0] is not empty`);
+  const str = (index: number, what: string): string => {
+    if (index === 0) return "";
+    const value = strings[index];
+    if (value === undefined) {
+      throw fail(`${what} refers to string ${index} of ${strings.length}`);
+    }
+    return value;
+  };
+
+  // Mappings.
+  const mappings: ProfileMapping[] = [];
+  const nRawMappings = p.mappingDense.length;
+  const mappingKind: FrameKind[] = new Array(nRawMappings);
+  const mappingIndex = new Int32Array(nRawMappings);
+  for (let i = 0; i < nRawMappings; i++) {
+    const fileName = str(p.mappingFileName[i]!, `mapping ${i}`);
+    const buildId = str(p.mappingBuildId[i]!, `mapping ${i}`);
+    const kind = frameKindOfMapping(fileName);
+    const convert = kind === "kernel" ? toKernelNumber : toNumber;
+    const start = convert(p.mappingStart[2 * i]!, p.mappingStart[2 * i + 1]!);
+    const end = convert(p.mappingLimit[2 * i]!, p.mappingLimit[2 * i + 1]!);
+    const fileOffset = toNumber(p.mappingOffset[2 * i]!, p.mappingOffset[2 * i + 1]!);
+    mappingKind[i] = kind;
+    if (isKindPseudoMapping(fileName, start, end, fileOffset, buildId)) {
+      mappingIndex[i] = -1;
+      continue;
+    }
+    mappingIndex[i] = mappings.length;
+    mappings.push({ start, end, fileOffset, fileName, buildId, hasFunctions: p.mappingHasFunctions[i]! });
+  }
+  const mappingOfId = positionsOfIds(p.mappingDense, p.mappingIds.size, "mapping");
+
+  // Functions.
+  const functionOfId = positionsOfIds(p.functionDense, p.functionIds.size, "function");
+  const functionNames: string[] = new Array(p.functionDense.length);
+  const functionFiles: string[] = new Array(p.functionDense.length);
+  for (let i = 0; i < p.functionDense.length; i++) {
+    functionNames[i] = str(p.functionName[i]!, `function ${i}`);
+    functionFiles[i] = str(p.functionFile[i]!, `function ${i}`);
+  }
+
+  // Locations: one Profile location per line, innermost first.
+  const locations: ProfileLocation[] = [];
+  const nRawLocations = p.locationDense.length;
+  const firstOfLocation = new Int32Array(nRawLocations);
+  const countOfLocation = new Int32Array(nRawLocations);
+  let lineStart = 0;
+  for (let i = 0; i < nRawLocations; i++) {
+    let kind: FrameKind = "native";
+    let mapping = -1;
+    const mappingDense = p.locationMapping[i]!;
+    if (mappingDense !== -1) {
+      const position = mappingOfId[mappingDense]!;
+      if (position === -1) throw fail(`location ${i} refers to a mapping id no mapping has`);
+      kind = mappingKind[position]!;
+      mapping = mappingIndex[position]!;
+    }
+    const lo = p.locationAddress[2 * i]!;
+    const hi = p.locationAddress[2 * i + 1]!;
+    const address = kind === "kernel" ? toKernelNumber(lo, hi) : toNumber(lo, hi);
+    const lineEnd = p.locationLineEnd[i]!;
+    firstOfLocation[i] = locations.length;
+    if (lineStart === lineEnd) {
+      locations.push({ kind, mapping, address, functionName: "", sourceFile: "", line: 0 });
+    }
+    for (let j = lineStart; j < lineEnd; j++) {
+      const fnDense = p.lineFunction[j]!;
+      let functionName = "";
+      let sourceFile = "";
+      if (fnDense !== -1) {
+        const position = functionOfId[fnDense]!;
+        if (position === -1) throw fail(`location ${i} refers to a function id no function has`);
+        functionName = functionNames[position]!;
+        sourceFile = functionFiles[position]!;
+      }
+      const line = Math.max(0, p.lineNumber[j]!);
+      locations.push({ kind, mapping, address, functionName, sourceFile, line });
+    }
+    countOfLocation[i] = locations.length - firstOfLocation[i]!;
+    lineStart = lineEnd;
+  }
+  const locationOfId = positionsOfIds(p.locationDense, p.locationIds.size, "location");
+
+  // Which value is the sample count.
+  const nTypes = p.sampleTypes.length / 2;
+  let valueIndex = -1;
+  for (let k = 0; k < nTypes && valueIndex === -1; k++) {
+    const type = str(p.sampleTypes[2 * k]!, "sample_type");
+    const unit = str(p.sampleTypes[2 * k + 1]!, "sample_type");
+    if (type === "samples" && unit === "count") valueIndex = k;
+  }
+  for (let k = 0; k < nTypes && valueIndex === -1; k++) {
+    if (str(p.sampleTypes[2 * k + 1]!, "sample_type") === "count") valueIndex = k;
+  }
+  if (valueIndex === -1) valueIndex = 0;
+
+  // Label keys, by string index.
+  const roleOfKey = new Map<number, number>();
+  const rankOfKey = new Map<number, number>();
+  for (let i = 0; i < strings.length; i++) {
+    const known = LABEL_KEYS.get(strings[i]!);
+    if (known !== undefined) {
+      roleOfKey.set(i, known[0]);
+      rankOfKey.set(i, known[1]);
+    }
+  }
+
+  // Samples.
+  const samples: ProfileSample[] = [];
+  let frameStart = 0;
+  let valueStart = 0;
+  let labelStart = 0;
+  let totalFrames = 0;
+  const frames = p.sampleFrames.data;
+  for (let s = 0; s < p.sampleFrameEnd.length; s++) {
+    const frameEnd = p.sampleFrameEnd[s]!;
+    const valueEnd = p.sampleValueEnd[s]!;
+    const labelEnd = p.sampleLabelEnd[s]!;
+    const nValues = valueEnd - valueStart;
+    if (nValues <= valueIndex) {
+      throw fail(`sample ${s} has ${nValues} values, the profile has ${Math.max(1, nTypes)} sample types`);
+    }
+    const count = p.sampleValues[valueStart + valueIndex]!;
+    if (count > 0) {
+      const stack: number[] = [];
+      for (let f = frameStart; f < frameEnd; f++) {
+        const position = locationOfId[frames[f]!]!;
+        if (position === -1) throw fail(`sample ${s} refers to a location id no location has`);
+        const first = firstOfLocation[position]!;
+        const n = countOfLocation[position]!;
+        totalFrames += n;
+        if (totalFrames > maxFrames) throw fail(`samples expand to more than ${maxFrames} frames`);
+        for (let k = 0; k < n; k++) stack.push(first + k);
+      }
+      let pid = 0, tid = 0, comm = "";
+      let pidRank = 0, tidRank = 0, commRank = 0;
+      for (let l = labelStart; l < labelEnd; l++) {
+        const key = p.labelKeys[l]!;
+        const role = roleOfKey.get(key);
+        if (role === undefined) continue;
+        const rank = rankOfKey.get(key)!;
+        const strIndex = p.labelStrs[l]!;
+        if (role === ROLE_COMM) {
+          if (rank > commRank && strIndex !== 0) {
+            comm = str(strIndex, `sample ${s} label`);
+            commRank = rank;
+          }
+          continue;
+        }
+        const value = strIndex !== 0 ? Number(str(strIndex, `sample ${s} label`)) : p.labelNums[l]!;
+        if (!Number.isFinite(value)) continue;
+        if (role === ROLE_PID && rank > pidRank) {
+          pid = value;
+          pidRank = rank;
+        } else if (role === ROLE_TID && rank > tidRank) {
+          tid = value;
+          tidRank = rank;
+        }
+      }
+      samples.push({ locations: stack, count, pid, tid, comm });
+    }
+    frameStart = frameEnd;
+    valueStart = valueEnd;
+    labelStart = labelEnd;
+  }
+
+  const periodNs = str(p.periodTypeUnit, "period_type") === "nanoseconds" ? p.period : 0;
+  return {
+    startTimeNs: p.timeNanos,
+    durationNs: p.durationNanos,
+    periodNs,
+    mappings,
+    locations,
+    samples,
+  };
+}

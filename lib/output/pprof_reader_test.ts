@@ -1,0 +1,421 @@
+import assert from "node:assert/strict";
+import { gzipSync } from "node:zlib";
+import type { Profile } from "../profile/profile.ts";
+import { encodePprof, encodePprofGzip } from "./pprof.ts";
+import { decodePprof } from "./pprof_reader.ts";
+import { ProtobufWriter } from "./protobuf_writer.ts";
+
+// Profiles "written by other tools" are built field by field here, the way those tools lay them out:
+// inlined frames as several lines per location, unpacked repeated fields, no labels, 64-bit kernel
+// addresses, fields in unusual order, strings repeated in the table.
+
+/** Writes pprof messages field by field. */
+class PprofBuilder {
+  readonly w = new ProtobufWriter();
+  readonly strings: string[] = [""];
+
+  s(value: string): number {
+    this.strings.push(value); // deliberately not deduplicated, as some writers do
+    return this.strings.length - 1;
+  }
+
+  valueType(field: number, type: string, unit: string): this {
+    const m = this.w.beginLengthDelimited(field);
+    this.w.writeVarintField(1, this.s(type));
+    this.w.writeVarintField(2, this.s(unit));
+    this.w.endLengthDelimited(m);
+    return this;
+  }
+
+  mapping(
+    id: number,
+    start: [number, number],
+    limit: [number, number],
+    fileName: string,
+    buildId = "",
+  ): this {
+    const m = this.w.beginLengthDelimited(3);
+    this.w.writeVarintField(1, id);
+    this.w.writeTag(2, 0);
+    this.w.writeVarint64(start[0], start[1]);
+    this.w.writeTag(3, 0);
+    this.w.writeVarint64(limit[0], limit[1]);
+    this.w.writeVarintField(5, this.s(fileName));
+    if (buildId !== "") this.w.writeVarintField(6, this.s(buildId));
+    this.w.writeBoolField(7, true);
+    this.w.endLengthDelimited(m);
+    return this;
+  }
+
+  fn(id: number, name: string, file: string, nameField = 2): this {
+    const m = this.w.beginLengthDelimited(5);
+    this.w.writeVarintField(1, id);
+    this.w.writeVarintField(nameField, this.s(name));
+    this.w.writeVarintField(4, this.s(file));
+    this.w.endLengthDelimited(m);
+    return this;
+  }
+
+  /** A location; `lines` are [function id, line], innermost first. */
+  location(id: number, mappingId: number, address: [number, number], lines: [number, number][]): this {
+    const m = this.w.beginLengthDelimited(4);
+    this.w.writeVarintField(1, id);
+    if (mappingId !== 0) this.w.writeVarintField(2, mappingId);
+    this.w.writeTag(3, 0);
+    this.w.writeVarint64(address[0], address[1]);
+    for (const [fn, line] of lines) {
+      const l = this.w.beginLengthDelimited(4);
+      this.w.writeVarintField(1, fn);
+      this.w.writeInt64Field(2, line);
+      this.w.endLengthDelimited(l);
+    }
+    this.w.endLengthDelimited(m);
+    return this;
+  }
+
+  /** A sample; `labels` are [key, string value or number]. */
+  sample(ids: number[], values: number[], labels: [string, string | number][] = [], packed = false): this {
+    const m = this.w.beginLengthDelimited(2);
+    if (packed) this.w.writePackedVarints(1, ids);
+    else for (const id of ids) this.w.writeVarintField(1, id);
+    for (const value of values) this.w.writeInt64Field(2, value);
+    for (const [key, value] of labels) {
+      const l = this.w.beginLengthDelimited(3);
+      this.w.writeVarintField(1, this.s(key));
+      if (typeof value === "string") this.w.writeVarintField(2, this.s(value));
+      else this.w.writeInt64Field(3, value);
+      this.w.endLengthDelimited(l);
+    }
+    this.w.endLengthDelimited(m);
+    return this;
+  }
+
+  finish(): Uint8Array {
+    for (const value of this.strings) this.w.writeStringField(6, value);
+    return this.w.finish();
+  }
+}
+
+Deno.test("decodePprof() expands inlined frames of a Go-style profile and defaults missing labels", () => {
+  const b = new PprofBuilder();
+  b.valueType(1, "samples", "count").valueType(1, "cpu", "nanoseconds");
+  // Samples before the locations they use, unpacked and packed.
+  b.sample([1, 2], [5, 50_000_000]).sample([2], [3, 30_000_000], [], true);
+  b.location(1, 1, [0x401000, 0], [[2, 50], [1, 10]]).location(2, 1, [0x402000, 0], [[3, 20]]);
+  b.fn(1, "main.work", "main.go").fn(2, "runtime.inlined", "runtime.go").fn(3, "main.main", "main.go");
+  b.mapping(1, [0x400000, 0], [0x800000, 0], "/usr/bin/server", "f00d");
+  b.valueType(11, "cpu", "nanoseconds");
+  b.w.writeInt64Field(12, 10_000_000);
+  b.w.writeInt64Field(9, 1_600_000_000_000_000_000);
+  b.w.writeInt64Field(10, 2_000_000_000);
+  const profile = decodePprof(gzipSync(b.finish()));
+
+  const expected: Profile = {
+    startTimeNs: 1_600_000_000_000_000_000,
+    durationNs: 2_000_000_000,
+    periodNs: 10_000_000,
+    mappings: [
+      {
+        start: 0x400000,
+        end: 0x800000,
+        fileOffset: 0,
+        fileName: "/usr/bin/server",
+        buildId: "f00d",
+        hasFunctions: true,
+      },
+    ],
+    locations: [
+      {
+        kind: "native",
+        mapping: 0,
+        address: 0x401000,
+        functionName: "runtime.inlined",
+        sourceFile: "runtime.go",
+        line: 50,
+      },
+      {
+        kind: "native",
+        mapping: 0,
+        address: 0x401000,
+        functionName: "main.work",
+        sourceFile: "main.go",
+        line: 10,
+      },
+      {
+        kind: "native",
+        mapping: 0,
+        address: 0x402000,
+        functionName: "main.main",
+        sourceFile: "main.go",
+        line: 20,
+      },
+    ],
+    samples: [
+      { locations: [0, 1, 2], count: 5, pid: 0, tid: 0, comm: "" },
+      { locations: [2], count: 3, pid: 0, tid: 0, comm: "" },
+    ],
+  };
+  assert.deepEqual(profile, expected);
+});
+
+Deno.test("decodePprof() reads a perf-style profile: 64-bit kernel addresses, labels, unsymbolized frames", () => {
+  const b = new PprofBuilder();
+  b.valueType(1, "cycles_sample", "count").valueType(1, "cycles_event", "count");
+  b.mapping(1, [0x81000000, 0xffffffff], [0x82000000, 0xffffffff], "[kernel.kallsyms]_text");
+  b.mapping(2, [0x1000, 0x7f00], [0x9000, 0x7f00], "/usr/lib/libc.so.6", "93ac");
+  b.fn(1, "do_syscall_64", "", 3); // only a system name
+  b.location(1, 1, [0x81234567, 0xffffffff], [[1, 0]]);
+  b.location(2, 2, [0x1234, 0x7f00], []);
+  b.location(3, 0, [0x4321, 0], []);
+  b.sample([1, 2, 3], [7, 7000], [["pid", 100], ["tid", 101], ["comm", "proc"], ["thread_comm", "worker-1"]]);
+  b.sample([3], [2, 2000], [["pid", "200"], ["thread_name", "named"], ["cpu", 3]]);
+  b.sample([3], [0, 0], [["pid", 300]]); // a zero count is no sample
+  const profile = decodePprof(b.finish());
+
+  assert.deepEqual(profile.mappings.map((m) => [m.fileName, m.start, m.end]), [
+    ["[kernel.kallsyms]_text", 0x81000000, 0x82000000],
+    ["/usr/lib/libc.so.6", 0x7f00_0000_1000, 0x7f00_0000_9000],
+  ]);
+  assert.deepEqual(profile.locations, [
+    {
+      kind: "kernel",
+      mapping: 0,
+      address: 0x81234567,
+      functionName: "do_syscall_64",
+      sourceFile: "",
+      line: 0,
+    },
+    { kind: "native", mapping: 1, address: 0x7f00_0000_1234, functionName: "", sourceFile: "", line: 0 },
+    { kind: "native", mapping: -1, address: 0x4321, functionName: "", sourceFile: "", line: 0 },
+  ]);
+  assert.deepEqual(profile.samples, [
+    { locations: [0, 1, 2], count: 7, pid: 100, tid: 101, comm: "worker-1" },
+    { locations: [2], count: 2, pid: 200, tid: 0, comm: "named" },
+  ]);
+  assert.equal(profile.periodNs, 0, "no period_type");
+});
+
+Deno.test("decodePprof() takes the samples/count value, else the first count, else the first value", () => {
+  const cases: [string, [string, string][], number][] = [
+    ["samples/count second", [["cpu", "nanoseconds"], ["samples", "count"]], 1],
+    ["a count", [["alloc_space", "bytes"], ["alloc_objects", "count"]], 1],
+    ["no count", [["alloc_space", "bytes"], ["inuse_space", "bytes"]], 0],
+    ["no sample types", [], 0],
+  ];
+  for (const [name, types, index] of cases) {
+    const b = new PprofBuilder();
+    for (const [type, unit] of types) b.valueType(1, type, unit);
+    b.location(1, 0, [0x10, 0], []);
+    const values = [11, 22];
+    b.sample([1], values);
+    assert.equal(decodePprof(b.finish()).samples[0]!.count, values[index], name);
+  }
+});
+
+Deno.test("decodePprof() keeps location ids above 2^53 apart", () => {
+  const b = new PprofBuilder();
+  b.fn(1, "a", "").fn(2, "b", "");
+  // Ids 2^60 and 2^60 + 1 are the same double.
+  const m = b.w.beginLengthDelimited(4);
+  b.w.writeTag(1, 0);
+  b.w.writeVarint64(0, 0x10000000);
+  const l1 = b.w.beginLengthDelimited(4);
+  b.w.writeVarintField(1, 1);
+  b.w.endLengthDelimited(l1);
+  b.w.endLengthDelimited(m);
+  const m2 = b.w.beginLengthDelimited(4);
+  b.w.writeTag(1, 0);
+  b.w.writeVarint64(1, 0x10000000);
+  const l2 = b.w.beginLengthDelimited(4);
+  b.w.writeVarintField(1, 2);
+  b.w.endLengthDelimited(l2);
+  b.w.endLengthDelimited(m2);
+  const s = b.w.beginLengthDelimited(2);
+  b.w.writeTag(1, 0);
+  b.w.writeVarint64(1, 0x10000000);
+  b.w.writeTag(1, 0);
+  b.w.writeVarint64(0, 0x10000000);
+  b.w.writeInt64Field(2, 1);
+  b.w.endLengthDelimited(s);
+  const profile = decodePprof(b.finish());
+  assert.deepEqual(profile.samples[0]!.locations.map((i) => profile.locations[i]!.functionName), ["b", "a"]);
+});
+
+Deno.test("decodePprof() rejects inconsistent profiles with RangeError", () => {
+  const cases: [RegExp, () => Uint8Array][] = [
+    [/sample 0 refers to a location id no location has/, () => new PprofBuilder().sample([9], [1]).finish()],
+    [
+      /two locations share an id/,
+      () => new PprofBuilder().location(1, 0, [1, 0], []).location(1, 0, [2, 0], []).finish(),
+    ],
+    [
+      /location 0 refers to a mapping id no mapping has/,
+      () => new PprofBuilder().location(1, 4, [1, 0], []).finish(),
+    ],
+    [
+      /location 0 refers to a function id no function has/,
+      () => new PprofBuilder().location(1, 0, [1, 0], [[3, 1]]).finish(),
+    ],
+    [
+      /sample 0 has 1 values, the profile has 2 sample types/,
+      () =>
+        new PprofBuilder().valueType(1, "a", "b").valueType(1, "samples", "count").location(1, 0, [1, 0], [])
+          .sample([1], [1]).finish(),
+    ],
+    [/mapping 0 refers to string 99/, () => {
+      const b = new PprofBuilder();
+      const m = b.w.beginLengthDelimited(3);
+      b.w.writeVarintField(1, 1);
+      b.w.writeVarintField(5, 99);
+      b.w.endLengthDelimited(m);
+      return b.finish();
+    }],
+    [/field sample \(2\) .* has wire type 0, expected 2/, () => {
+      const w = new ProtobufWriter();
+      w.writeVarintField(2, 1);
+      return w.finish();
+    }],
+    [/string_table\[0\] is not empty/, () => {
+      const w = new ProtobufWriter();
+      w.writeStringField(6, "x");
+      return w.finish();
+    }],
+    [/location 0 has no id/, () => {
+      const w = new ProtobufWriter();
+      w.endLengthDelimited(w.beginLengthDelimited(4));
+      return w.finish();
+    }],
+  ];
+  for (const [expected, build] of cases) {
+    assert.throws(() => decodePprof(build()), (e: unknown) => {
+      assert.ok(e instanceof RangeError, String(expected));
+      assert.match(e.message, /^Cannot decode pprof: /);
+      assert.match(e.message, expected);
+      return true;
+    });
+  }
+});
+
+Deno.test("decodePprof() caps inline expansion and decompressed size", () => {
+  const b = new PprofBuilder().fn(1, "f", "");
+  const lines: [number, number][] = Array.from({ length: 1000 }, (_, i) => [1, i]);
+  b.location(1, 0, [1, 0], lines);
+  b.sample(Array(1000).fill(1), [1], [], true); // 1,000,000 frames from a few kilobytes
+  const bytes = b.finish();
+  assert.throws(() => decodePprof(bytes, { maxFrames: 100_000 }), /more than 100000 frames/);
+  assert.equal(decodePprof(bytes).samples[0]!.locations.length, 1_000_000);
+
+  const bomb = gzipSync(new Uint8Array(4 << 20));
+  assert.throws(
+    () => decodePprof(bomb, { maxDecompressedBytes: 1 << 20 }),
+    /decompresses to more than 1048576 bytes/,
+  );
+  const corrupt = gzipSync(bytes).slice(0, 40);
+  assert.throws(
+    () => decodePprof(corrupt),
+    (e: unknown) => e instanceof RangeError && /corrupt gzip/.test(e.message),
+  );
+});
+
+/** A deterministic pseudo-random generator (xorshift32), so failures reproduce. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 4294967296;
+  };
+}
+
+function fuzzProfile(): Profile {
+  const rand = random(99);
+  const kinds = ["native", "kernel", "python", "v8"] as const;
+  const locations: Profile["locations"] = [];
+  for (let i = 0; i < 60; i++) {
+    const kind = kinds[i % kinds.length]!;
+    locations.push({
+      kind,
+      mapping: kind === "native" ? i % 3 : -1,
+      address: kind === "kernel" ? 0x81000000 + i * 64 : 0x400000 + i * 16,
+      functionName: i % 11 === 0 ? "" : `function_${i}`,
+      sourceFile: i % 2 ? `file${i % 5}.c` : "",
+      line: i % 4 === 0 ? 0 : i * 3,
+    });
+  }
+  const samples: Profile["samples"] = [];
+  for (let s = 0; s < 80; s++) {
+    const stack = Array.from({ length: 1 + Math.floor(rand() * 12) }, () => Math.floor(rand() * 60));
+    samples.push({
+      locations: stack,
+      count: 1 + Math.floor(rand() * 9),
+      pid: s,
+      tid: s + 1,
+      comm: `c${s % 4}`,
+    });
+  }
+  return {
+    startTimeNs: 1_700_000_000_000_000_000,
+    durationNs: 1e9,
+    periodNs: 1e7,
+    mappings: [0, 1, 2].map((m) => ({
+      start: 0x400000 * (m + 1),
+      end: 0x400000 * (m + 2),
+      fileOffset: 0,
+      fileName: `/lib/l${m}.so`,
+      buildId: `b${m}`,
+      hasFunctions: true,
+    })),
+    locations,
+    samples,
+  };
+}
+
+/** Checks that `profile` is internally consistent: every index refers to an existing entry. */
+function assertConsistent(profile: Profile): void {
+  for (const location of profile.locations) {
+    assert.ok(location.mapping >= -1 && location.mapping < profile.mappings.length);
+  }
+  for (const sample of profile.samples) {
+    assert.ok(sample.count > 0);
+    for (const index of sample.locations) assert.ok(index >= 0 && index < profile.locations.length);
+  }
+}
+
+Deno.test("decodePprof() turns truncated and bit-flipped input into a Profile or a RangeError", () => {
+  const profile = fuzzProfile();
+  const inputs = [encodePprof(profile), encodePprofGzip(profile)];
+  const rand = random(4242);
+  let decoded = 0;
+  let rejected = 0;
+  const started = performance.now();
+  for (let round = 0; round < 6000; round++) {
+    const original = inputs[round % 2]!;
+    let mutated: Uint8Array;
+    const choice = Math.floor(rand() * 3);
+    if (choice === 0) {
+      mutated = original.slice(0, Math.floor(rand() * original.length));
+    } else {
+      mutated = original.slice();
+      const flips = 1 + Math.floor(rand() * 4);
+      for (let f = 0; f < flips; f++) {
+        const at = Math.floor(rand() * mutated.length);
+        if (choice === 1) mutated[at] = mutated[at]! ^ (1 << Math.floor(rand() * 8));
+        else mutated[at] = Math.floor(rand() * 256);
+      }
+    }
+    try {
+      assertConsistent(decodePprof(mutated));
+      decoded++;
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw new Error(`round ${round}: ${e}`, { cause: e });
+      assert.match(e.message, /^Cannot decode pprof: /);
+      rejected++;
+    }
+  }
+  const ms = performance.now() - started;
+  console.log(`fuzz: ${decoded} decoded, ${rejected} rejected in ${ms.toFixed(0)} ms`);
+  assert.ok(decoded > 0 && rejected > 0, "mutations exercise both outcomes");
+});

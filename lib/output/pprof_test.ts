@@ -1,0 +1,399 @@
+import assert from "node:assert/strict";
+import { gunzipSync } from "node:zlib";
+import type { FrameKind, Profile, ProfileLocation, ProfileMapping } from "../profile/profile.ts";
+import { encodePprof, encodePprofGzip, frameKindOfMapping, KIND_MAPPING_NAMES } from "./pprof.ts";
+import { decodePprof } from "./pprof_reader.ts";
+
+const ALL_KINDS: FrameKind[] = [
+  "kernel",
+  "native",
+  "python",
+  "php",
+  "phpjit",
+  "hotspot",
+  "ruby",
+  "perl",
+  "v8",
+  "dotnet",
+  "unknown",
+  "error",
+];
+
+function run(cmd: string, args: string[]): string {
+  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "null" }).outputSync();
+  return out.success ? new TextDecoder().decode(out.stdout) : "";
+}
+
+/** The executable mappings of this process, with the build IDs of their files. */
+function executableMappings(): ProfileMapping[] {
+  const mappings: ProfileMapping[] = [];
+  const seen = new Set<string>();
+  for (const line of Deno.readTextFileSync("/proc/self/maps").split("\n")) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) r-xp ([0-9a-f]+) \S+ \d+\s+(\/\S+)$/.exec(line);
+    if (!m || seen.has(m[4]!)) continue;
+    seen.add(m[4]!);
+    const buildId = /Build ID: ([0-9a-f]+)/.exec(run("readelf", ["-n", m[4]!]))?.[1] ?? "";
+    mappings.push({
+      start: parseInt(m[1]!, 16),
+      end: parseInt(m[2]!, 16),
+      fileOffset: parseInt(m[3]!, 16),
+      fileName: m[4]!,
+      buildId,
+      hasFunctions: true,
+    });
+  }
+  return mappings;
+}
+
+/** Defined function symbols of an ELF file: [name, address]. */
+function functionSymbols(path: string): [string, number][] {
+  const symbols: [string, number][] = [];
+  for (const line of run("nm", ["-D", "--defined-only", path]).split("\n")) {
+    const m = /^([0-9a-f]+) [TtWi] (\S+)$/.exec(line);
+    if (m) symbols.push([m[2]!, parseInt(m[1]!, 16)]);
+  }
+  return symbols;
+}
+
+/** A deterministic pseudo-random generator (xorshift32), so failures reproduce. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 4294967296;
+  };
+}
+
+/**
+ * A profile of this process's real executable mappings and libc's real symbols, plus a frame of every
+ * kind, kernel frames with and without a kernel mapping, inlined-looking duplicates and awkward names.
+ */
+function realisticProfile(): Profile {
+  const mappings = executableMappings();
+  const libc = mappings.findIndex((m) => /\/libc\.so/.test(m.fileName));
+  assert.ok(libc >= 0, "this process maps libc");
+  const symbols = functionSymbols(mappings[libc]!.fileName).slice(0, 200);
+  assert.ok(symbols.length > 50, "libc has dynamic function symbols");
+  const kernelMapping = mappings.length;
+  mappings.push({
+    start: 0x81000000,
+    end: 0x83000000,
+    fileOffset: 0,
+    fileName: "[kernel.kallsyms]",
+    buildId: "0123456789abcdef0123456789abcdef01234567",
+    hasFunctions: true,
+  });
+
+  const locations: ProfileLocation[] = [];
+  for (const [name, address] of symbols) {
+    locations.push({ kind: "native", mapping: libc, address, functionName: name, sourceFile: "", line: 0 });
+  }
+  // The same function at another address and line: one pprof Function, two Locations.
+  locations.push({ ...locations[0]!, address: locations[0]!.address + 4, sourceFile: "libc.c", line: 10 });
+  locations.push({ ...locations[0]!, address: locations[0]!.address + 8, sourceFile: "libc.c", line: 11 });
+  for (let m = 0; m < mappings.length; m++) {
+    if (m === libc || m === kernelMapping) continue;
+    const base = mappings[m]!.fileName.split("/").pop()!;
+    locations.push({
+      kind: "native",
+      mapping: m,
+      address: 0x1234 + m,
+      functionName: `[${base}+0x${(0x1234 + m).toString(16)}]`,
+      sourceFile: "",
+      line: 0,
+    });
+  }
+  locations.push(
+    { kind: "native", mapping: libc, address: 0x2000, functionName: "", sourceFile: "", line: 0 },
+    {
+      kind: "native",
+      mapping: -1,
+      address: 0x7fff_1234_5678,
+      functionName: "jit_stub",
+      sourceFile: "",
+      line: 0,
+    },
+    {
+      kind: "native",
+      mapping: -1,
+      address: 0,
+      functionName: "ünïcødé::λ<日本>",
+      sourceFile: "a;b\nc.cc",
+      line: 7,
+    },
+    {
+      kind: "kernel",
+      mapping: kernelMapping,
+      address: 0x81234567,
+      functionName: "do_syscall_64",
+      sourceFile: "",
+      line: 0,
+    },
+    {
+      kind: "kernel",
+      mapping: kernelMapping,
+      address: 0x81000010,
+      functionName: "",
+      sourceFile: "",
+      line: 0,
+    },
+    {
+      kind: "kernel",
+      mapping: -1,
+      address: 0xc0de1234,
+      functionName: "nf_hook_slow",
+      sourceFile: "",
+      line: 0,
+    },
+  );
+  for (const kind of ALL_KINDS) {
+    if (kind === "native" || kind === "kernel") continue;
+    locations.push(
+      {
+        kind,
+        mapping: -1,
+        address: 42,
+        functionName: `run_${kind}`,
+        sourceFile: `/app/main.${kind}`,
+        line: 3,
+      },
+      { kind, mapping: -1, address: 0, functionName: `helper_${kind}`, sourceFile: "", line: 0 },
+    );
+  }
+
+  const rand = random(12345);
+  const samples: Profile["samples"] = [];
+  const comms = ["bash", "", "kworker/0:1", "python3", "ünï"];
+  for (let i = 0; i < 300; i++) {
+    const depth = 1 + Math.floor(rand() * 40);
+    const stack: number[] = [];
+    for (let d = 0; d < depth; d++) stack.push(Math.floor(rand() * locations.length));
+    const pid = i % 7 === 0 ? 0 : 1 + Math.floor(rand() * 4_000_000);
+    samples.push({
+      locations: stack,
+      count: i === 5 ? 2 ** 40 : 1 + Math.floor(rand() * 100),
+      pid,
+      tid: pid === 0 ? 0 : pid + (i % 3),
+      comm: comms[i % comms.length]!,
+    });
+  }
+  samples.push({ locations: [], count: 3, pid: 1, tid: 1, comm: "empty-stack" });
+  return {
+    startTimeNs: 1_700_000_000_123_456_768, // above 2^53: an exact double
+    durationNs: 5_000_000_123,
+    periodNs: 10_101_010,
+    mappings,
+    locations,
+    samples,
+  };
+}
+
+Deno.test("decodePprof(encodePprof()) gives back a profile of real mappings and symbols", () => {
+  const profile = realisticProfile();
+  const decoded = decodePprof(encodePprof(profile));
+  assert.deepEqual(decoded, profile);
+});
+
+Deno.test("encodePprofGzip() writes gzip that decodes to the same profile", () => {
+  const profile = realisticProfile();
+  const gz = encodePprofGzip(profile);
+  assert.deepEqual([gz[0], gz[1]], [0x1f, 0x8b]);
+  assert.deepEqual(new Uint8Array(gunzipSync(gz)), encodePprof(profile));
+  assert.deepEqual(decodePprof(gz), profile);
+  assert.ok(encodePprofGzip(profile, { level: 1 }).length > 0);
+});
+
+Deno.test("every frame kind survives a round trip, with or without a mapping of its own", () => {
+  const mappings: ProfileMapping[] = ALL_KINDS.filter((k) => k !== "native").map((kind) => ({
+    start: 0x1000,
+    end: 0x2000,
+    fileOffset: 0,
+    fileName: KIND_MAPPING_NAMES[kind as Exclude<FrameKind, "native">],
+    buildId: "",
+    hasFunctions: true,
+  }));
+  const locations: ProfileLocation[] = [];
+  for (const kind of ALL_KINDS) {
+    const own = mappings.findIndex((m) => frameKindOfMapping(m.fileName) === kind);
+    locations.push({
+      kind,
+      mapping: -1,
+      address: 0x1100,
+      functionName: `f_${kind}`,
+      sourceFile: "",
+      line: 0,
+    });
+    if (own >= 0) {
+      locations.push({
+        kind,
+        mapping: own,
+        address: 0x1100,
+        functionName: `g_${kind}`,
+        sourceFile: "",
+        line: 0,
+      });
+    }
+  }
+  const profile: Profile = {
+    startTimeNs: 1,
+    durationNs: 2,
+    periodNs: 3,
+    mappings,
+    locations,
+    samples: [{ locations: locations.map((_, i) => i), count: 1, pid: 1, tid: 2, comm: "k" }],
+  };
+  const decoded = decodePprof(encodePprof(profile));
+  assert.deepEqual(decoded, profile);
+  assert.deepEqual(decoded.locations.map((l) => l.kind), locations.map((l) => l.kind));
+});
+
+Deno.test("a frame whose kind contradicts its mapping keeps its kind and loses the mapping", () => {
+  const profile: Profile = {
+    startTimeNs: 0,
+    durationNs: 0,
+    periodNs: 1,
+    mappings: [
+      {
+        start: 0x1000,
+        end: 0x9000,
+        fileOffset: 0,
+        fileName: "/usr/lib/libpython3.so",
+        buildId: "ab",
+        hasFunctions: true,
+      },
+      {
+        start: 0x81000000,
+        end: 0x82000000,
+        fileOffset: 0,
+        fileName: "[kernel.kallsyms]",
+        buildId: "",
+        hasFunctions: true,
+      },
+    ],
+    locations: [
+      { kind: "python", mapping: 0, address: 0x1100, functionName: "run", sourceFile: "x.py", line: 1 },
+      { kind: "native", mapping: 1, address: 0x81000100, functionName: "odd", sourceFile: "", line: 0 },
+      { kind: "native", mapping: 0, address: 0x1200, functionName: "PyEval", sourceFile: "", line: 0 },
+    ],
+    samples: [{ locations: [0, 1, 2], count: 1, pid: 1, tid: 1, comm: "python3" }],
+  };
+  const decoded = decodePprof(encodePprof(profile));
+  assert.deepEqual(decoded.mappings, profile.mappings);
+  assert.deepEqual(decoded.locations.map((l) => [l.kind, l.mapping]), [["python", -1], ["native", -1], [
+    "native",
+    0,
+  ]]);
+});
+
+Deno.test("a profile mapping that looks like a pseudo mapping decodes to a stable form", () => {
+  const profile: Profile = {
+    startTimeNs: 0,
+    durationNs: 0,
+    periodNs: 1,
+    mappings: [
+      { start: 0, end: 0, fileOffset: 0, fileName: "[kernel.kallsyms]", buildId: "", hasFunctions: true },
+      { start: 0x1000, end: 0x2000, fileOffset: 0, fileName: "/bin/app", buildId: "", hasFunctions: false },
+    ],
+    locations: [
+      { kind: "kernel", mapping: 0, address: 0x81000000, functionName: "schedule", sourceFile: "", line: 0 },
+      { kind: "native", mapping: 1, address: 0x1100, functionName: "", sourceFile: "", line: 0 },
+    ],
+    samples: [{ locations: [0, 1], count: 2, pid: 5, tid: 6, comm: "app" }],
+  };
+  const once = decodePprof(encodePprof(profile));
+  // The zero-sized kernel mapping carried nothing but the kind: it becomes "no mapping".
+  assert.deepEqual(once.mappings, [profile.mappings[1]]);
+  assert.deepEqual(once.locations.map((l) => [l.kind, l.mapping]), [["kernel", -1], ["native", 0]]);
+  assert.deepEqual(decodePprof(encodePprof(once)), once);
+});
+
+Deno.test("decodePprof(encodePprof()) holds for random profiles", () => {
+  const rand = random(777);
+  for (let round = 0; round < 40; round++) {
+    const mappings: ProfileMapping[] = [];
+    const nMappings = Math.floor(rand() * 5);
+    for (let m = 0; m < nMappings; m++) {
+      const start = Math.floor(rand() * 2 ** 46);
+      mappings.push({
+        start,
+        end: start + Math.floor(rand() * 2 ** 30),
+        fileOffset: Math.floor(rand() * 2 ** 20) * 4096,
+        fileName: `/lib/lib${m}.so`,
+        buildId: rand() < 0.5 ? "" : Math.floor(rand() * 2 ** 48).toString(16),
+        hasFunctions: rand() < 0.5,
+      });
+    }
+    const locations: ProfileLocation[] = [];
+    const nLocations = 1 + Math.floor(rand() * 50);
+    for (let i = 0; i < nLocations; i++) {
+      const kind = ALL_KINDS[Math.floor(rand() * ALL_KINDS.length)]!;
+      const mapping = kind === "native" && nMappings > 0 && rand() < 0.8
+        ? Math.floor(rand() * nMappings)
+        : -1;
+      const address = kind === "kernel" ? Math.floor(rand() * 2 ** 32) : Math.floor(rand() * 2 ** 47);
+      const named = rand() < 0.9;
+      locations.push({
+        kind,
+        mapping,
+        address,
+        functionName: named ? `fn${Math.floor(rand() * 20)}` : "",
+        sourceFile: named && rand() < 0.5 ? `src${Math.floor(rand() * 3)}.c` : "",
+        line: named && rand() < 0.5 ? Math.floor(rand() * 5000) : 0,
+      });
+    }
+    const samples: Profile["samples"] = [];
+    const nSamples = Math.floor(rand() * 30);
+    for (let s = 0; s < nSamples; s++) {
+      const stack: number[] = [];
+      const depth = Math.floor(rand() * 20);
+      for (let d = 0; d < depth; d++) stack.push(Math.floor(rand() * nLocations));
+      samples.push({
+        locations: stack,
+        count: 1 + Math.floor(rand() * 1000),
+        pid: Math.floor(rand() * 100),
+        tid: Math.floor(rand() * 100),
+        comm: rand() < 0.2 ? "" : `t${Math.floor(rand() * 4)}`,
+      });
+    }
+    const profile: Profile = {
+      startTimeNs: Math.floor(rand() * 2 ** 60),
+      durationNs: Math.floor(rand() * 2 ** 40),
+      periodNs: 1 + Math.floor(rand() * 2 ** 30),
+      mappings,
+      locations,
+      samples,
+    };
+    assert.deepEqual(decodePprof(encodePprof(profile)), profile, `round ${round}`);
+  }
+});
+
+Deno.test("encodePprof() rejects references to missing mappings and locations", () => {
+  const base: Profile = {
+    startTimeNs: 0,
+    durationNs: 0,
+    periodNs: 1,
+    mappings: [],
+    locations: [],
+    samples: [],
+  };
+  const location: ProfileLocation = {
+    kind: "native",
+    mapping: 0,
+    address: 1,
+    functionName: "f",
+    sourceFile: "",
+    line: 0,
+  };
+  assert.throws(
+    () => encodePprof({ ...base, locations: [location] }),
+    /Cannot encode pprof: location 0 refers to mapping 0 of 0/,
+  );
+  assert.throws(
+    () => encodePprof({ ...base, samples: [{ locations: [3], count: 1, pid: 1, tid: 1, comm: "" }] }),
+    /Cannot encode pprof: sample 0 refers to location 3 of 0/,
+  );
+});

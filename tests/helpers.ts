@@ -95,3 +95,38 @@ export async function runCli(args: string[], options: { env?: Record<string, str
     stderr: decoder.decode(output.stderr),
   } satisfies CliResult;
 }
+
+/** One line of a folded profile: the command name, frames root first, and the count. */
+export interface FoldedStack {
+  comm: string;
+  frames: string[];
+  count: number;
+}
+
+/** Parses `comm;root;...;leaf COUNT` lines. */
+export function parseFolded(text: string): FoldedStack[] {
+  return text.split("\n").filter((line) => line.length > 0).map((line) => {
+    const space = line.lastIndexOf(" ");
+    const [comm, ...frames] = line.slice(0, space).split(";");
+    return { comm: comm!, frames, count: Number(line.slice(space + 1)) };
+  });
+}
+
+/** Sum of counts of the stacks that satisfy `predicate`. */
+export function countWhere(stacks: FoldedStack[], predicate: (stack: FoldedStack) => boolean): number {
+  return stacks.reduce((sum, stack) => sum + (predicate(stack) ? stack.count : 0), 0);
+}
+
+/** Whether `frames` holds `chain` as consecutive frames, in order. */
+export function hasChain(frames: string[], chain: string[]): boolean {
+  outer: for (let i = 0; i + chain.length <= frames.length; i++) {
+    for (let j = 0; j < chain.length; j++) if (frames[i + j] !== chain[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+/** A fresh temporary directory, removed by the caller. */
+export function tempDir(): string {
+  return Deno.makeTempDirSync({ prefix: "omniprof-test-" });
+}

@@ -32,6 +32,8 @@ export interface RecordArgs {
   demo: boolean;
   /** Record idle CPUs too. */
   idle: boolean;
+  /** Where to write the session's counters as JSON, or null. */
+  statsPath: string | null;
 }
 
 export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
@@ -46,6 +48,7 @@ Options:
       --format FORMAT      pprof or folded (default: from the extension: .pb.gz/.pb pprof, .folded folded)
       --demo               profile the built-in demo workload (5 s unless -d)
       --idle               also record idle CPUs
+      --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
   -h, --help               show this help
 `;
 
@@ -83,6 +86,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         format: { type: "string" },
         demo: { type: "boolean" },
         idle: { type: "boolean" },
+        stats: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -136,6 +140,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     command,
     demo,
     idle: values.idle ?? false,
+    statsPath: values.stats ?? null,
   };
 }
 

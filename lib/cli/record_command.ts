@@ -44,6 +44,7 @@ export function preflight(args: RecordArgs): void {
     }
   }
   checkWritable(args.output);
+  if (args.statsPath !== null) checkWritable(args.statsPath);
   libbpf();
 }
 
@@ -110,6 +111,19 @@ export async function recordCommand(argv: string[]): Promise<number> {
       (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost"),
   );
   logger.debug("BPF metrics {metrics}", { metrics: result.metrics });
+  if (args.statsPath !== null) {
+    const stats = {
+      samples: result.samples,
+      distinctStacks: stacks,
+      lost,
+      stoppedBy: result.stoppedBy,
+      firstSampleMs: result.firstSampleMs,
+      firstSampleKtimeNs: result.firstSampleKtimeNs,
+      bpf: result.metrics,
+      processes: result.processStats,
+    };
+    writeAtomically(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
+  }
   if (result.commandExitCode !== null && result.commandExitCode !== 0) {
     status.note(`the command exited with code ${result.commandExitCode}`);
   }

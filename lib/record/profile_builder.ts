@@ -39,6 +39,9 @@ export interface Symbolizers {
   kernel?: KernelSymbols | null;
 }
 
+/** x86-64 user space ends at 2^47. */
+const USER_SPACE_END = 0x800000000000;
+
 const KIND_OF_MARKER = new Map<number, FrameKind>([
   [FrameMarker.Kernel, "kernel"],
   [FrameMarker.Native, "native"],
@@ -116,7 +119,7 @@ class Builder {
       return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
     }
     const file = mapping.file;
-    const mappingIndex = this.#mapping(file, mapping.start, mapping.end, mapping.fileOffset);
+    const mappingIndex = this.#mapping(file);
     if (file.openPath === null) {
       const name = file.kind === "file"
         ? formatUnknownFrame(file.path, lookup)
@@ -154,14 +157,18 @@ class Builder {
     return { kind: "kernel", mapping: -1, address, functionName: name, sourceFile: "", line: 0 };
   }
 
-  #mapping(file: MappedFile, start: number, end: number, fileOffset: number): number {
+  /**
+   * One mapping per file, shared by every process that maps it, so its range cannot be any one process's:
+   * it spans user space from 0, and locations hold ELF virtual addresses of the file.
+   */
+  #mapping(file: MappedFile): number {
     let index = this.#mappingIndex.get(file);
     if (index === undefined) {
       index = this.mappings.length;
       this.mappings.push({
-        start,
-        end,
-        fileOffset,
+        start: 0,
+        end: USER_SPACE_END,
+        fileOffset: 0,
         fileName: file.path,
         buildId: file.openPath === null ? "" : this.#native.buildId(file.openPath),
         hasFunctions: false,

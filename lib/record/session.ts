@@ -54,6 +54,10 @@ export interface SessionResult {
   stoppedBy: "duration" | "signal" | "command" | "abort";
   /** ms from the start of tracer set-up to the first sample drained, or null if none came. */
   firstSampleMs: number | null;
+  /** CLOCK_MONOTONIC time of the first sample (ns), or null; comparable with other tools' clocks. */
+  firstSampleKtimeNs: number | null;
+  /** Process-tracking counters. */
+  processStats: ProcessManager["stats"];
 }
 
 const DRAIN_INTERVAL_MS = 10;
@@ -128,7 +132,16 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
       durationNs: endNs - startNs,
       periodNs: tracer.periodNs,
     });
-    return { profile, metrics, samples: table.samples, commandExitCode, stoppedBy, firstSampleMs };
+    return {
+      profile,
+      metrics,
+      samples: table.samples,
+      commandExitCode,
+      stoppedBy,
+      firstSampleMs,
+      firstSampleKtimeNs: table.firstSampleKtimeNs < 0 ? null : table.firstSampleKtimeNs,
+      processStats: { ...processes.stats },
+    };
   } finally {
     clearInterval(drainTimer);
     if (progressTimer !== undefined) clearInterval(progressTimer);

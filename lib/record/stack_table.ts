@@ -26,6 +26,7 @@ import {
   FRAME_SIZE,
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
+  RECORD_KTIME,
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
@@ -77,6 +78,8 @@ export class StackTable implements RecordSink {
   #exited: Pid[] = [];
   /** Samples seen (sum of all counts). */
   samples = 0;
+  /** CLOCK_MONOTONIC time of the first sample in ns, or -1 before it. */
+  firstSampleKtimeNs = -1;
 
   constructor(processes: ProcessManager) {
     this.#processes = processes;
@@ -123,7 +126,10 @@ export class StackTable implements RecordSink {
     const count = (length - KEY_START) >>> 2;
     let hash = 0x811c9dc5;
     for (let i = 0; i < count; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
-    this.samples++;
+    if (this.samples++ === 0) {
+      this.firstSampleKtimeNs = view.getUint32(offset + RECORD_KTIME + 4, true) * 0x100000000 +
+        view.getUint32(offset + RECORD_KTIME, true);
+    }
     for (let entry = this.#buckets.get(hash) ?? null; entry !== null; entry = entry.next) {
       const stored = entry.words;
       if (stored.length !== count) continue;

@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { formatFromPath, parseRecordArgs, UsageError } from "./record_args.ts";
+
+Deno.test("parseRecordArgs() applies the defaults", () => {
+  const args = parseRecordArgs([]);
+  assert.equal(args.frequencyHz, 99);
+  assert.equal(args.durationSeconds, null);
+  assert.equal(args.output, "profile.pb.gz");
+  assert.equal(args.format, "pprof");
+  assert.deepEqual(args.pids, []);
+  assert.deepEqual(args.command, []);
+});
+
+Deno.test("parseRecordArgs() takes repeated -p and infers the format from the extension", () => {
+  const args = parseRecordArgs(["-p", "12", "--pid", "34", "-o", "x.folded", "-d", "2.5", "-F", "1000"]);
+  assert.deepEqual(args.pids, [12, 34]);
+  assert.equal(args.format, "folded");
+  assert.equal(args.durationSeconds, 2.5);
+  assert.equal(args.frequencyHz, 1000);
+});
+
+Deno.test("parseRecordArgs() keeps everything after -- as the command", () => {
+  const args = parseRecordArgs(["-o", "a.pb", "--", "make", "-j2", "--", "x"]);
+  assert.deepEqual(args.command, ["make", "-j2", "--", "x"]);
+  assert.equal(args.format, "pprof");
+});
+
+Deno.test("parseRecordArgs() lets --format override the extension", () => {
+  assert.equal(parseRecordArgs(["-o", "a.out", "--format", "folded"]).format, "folded");
+});
+
+Deno.test("parseRecordArgs() gives --demo a default duration", () => {
+  assert.equal(parseRecordArgs(["--demo"]).durationSeconds, 5);
+  assert.equal(parseRecordArgs(["--demo", "-d", "2"]).durationSeconds, 2);
+});
+
+Deno.test("parseRecordArgs() rejects bad input with a UsageError", () => {
+  const bad = [
+    ["-F", "0"],
+    ["-F", "1.5"],
+    ["-F", "999999"],
+    ["-d", "-1"],
+    ["-d", "x"],
+    ["-p", "0"],
+    ["-p", "abc"],
+    ["-o", "profile.unknown"],
+    ["--format", "json"],
+    ["--bogus"],
+    ["stray"],
+    ["--"],
+    ["-p", "1", "--demo"],
+    ["--demo", "--", "true"],
+  ];
+  for (const argv of bad) assert.throws(() => parseRecordArgs(argv), UsageError, argv.join(" "));
+});
+
+Deno.test("formatFromPath() knows pprof and folded names", () => {
+  assert.equal(formatFromPath("a.pb.gz"), "pprof");
+  assert.equal(formatFromPath("a.pb"), "pprof");
+  assert.equal(formatFromPath("a.folded"), "folded");
+  assert.equal(formatFromPath("a.html"), null);
+});

@@ -1,0 +1,120 @@
+// What a user sees when `record` cannot run: a clear message, a non-zero exit code, and no file written.
+// These run the real CLI; the privilege test drops to an unprivileged user with setpriv.
+import assert from "node:assert/strict";
+import { runCli, tempDir, tracingTest } from "./helpers.ts";
+
+const NOBODY = 65534;
+
+function isEmpty(dir: string): boolean {
+  return [...Deno.readDirSync(dir)].length === 0;
+}
+
+function unprivilegedTest(name: string, fn: () => Promise<void>): Deno.TestDefinition {
+  const reason = Deno.uid() !== 0 ? "needs root to switch to an unprivileged user" : null;
+  if (reason) console.log(`SKIP ${name}: ${reason}`);
+  return { name, ignore: reason !== null, fn };
+}
+
+Deno.test(unprivilegedTest("record as an unprivileged user names the missing capabilities", async () => {
+  const dir = tempDir();
+  const denoDir = tempDir();
+  try {
+    Deno.chmodSync(dir, 0o777);
+    Deno.chownSync(denoDir, NOBODY, NOBODY);
+    const result = await runCli(["record", "-d", "1", "-o", `${dir}/out.pb.gz`], {
+      uid: NOBODY,
+      env: { DENO_DIR: denoDir, HOME: denoDir },
+    });
+    assert.notEqual(result.code, 0);
+    assert.match(result.stderr, /CAP_BPF/);
+    assert.match(result.stderr, /CAP_PERFMON/);
+    assert.match(result.stderr, /root/);
+    assert.ok(isEmpty(dir), "nothing written");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+    Deno.removeSync(denoDir, { recursive: true });
+  }
+}));
+
+Deno.test(tracingTest("record -p with a PID that does not exist fails before sampling", async () => {
+  const dir = tempDir();
+  try {
+    let pid = 4_000_000;
+    while (Deno.statSync(`/proc`).isDirectory && existsPath(`/proc/${pid}`)) pid++;
+    const result = await runCli(["record", "-p", String(pid), "-d", "1", "-o", `${dir}/out.pb.gz`]);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, new RegExp(`No process with PID ${pid}`));
+    assert.ok(isEmpty(dir), "nothing written");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+Deno.test(tracingTest("record to an unwritable path fails before sampling", async () => {
+  const dir = tempDir();
+  try {
+    const started = performance.now();
+    const missing = await runCli(["record", "-d", "30", "-o", `${dir}/no/such/folder/out.pb.gz`]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /Cannot write the profile to .*does not exist/);
+    Deno.mkdirSync(`${dir}/taken.pb.gz`);
+    const folder = await runCli(["record", "-d", "30", "-o", `${dir}/taken.pb.gz`]);
+    assert.equal(folder.code, 1);
+    assert.match(folder.stderr, /is a directory/);
+    // -d 30 was never started: the checks come first.
+    assert.ok(performance.now() - started < 20_000, "failed fast");
+    assert.deepEqual(
+      [...Deno.readDirSync(dir)].map((entry) => entry.name),
+      ["taken.pb.gz"],
+      "nothing written",
+    );
+    assert.ok(isEmpty(`${dir}/taken.pb.gz`), "nothing written");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+Deno.test("record without libbpf names the package to install", async () => {
+  const dir = tempDir();
+  try {
+    const result = await runCli(["check"], { env: { OMNIPROF_LIBBPF: "/nonexistent/libbpf.so.1" } });
+    assert.notEqual(result.code, 0);
+    assert.match(result.stdout, /apt-get install libbpf1/);
+    if (Deno.uid() === 0) {
+      const record = await runCli(["record", "-d", "1", "-o", `${dir}/out.pb.gz`], {
+        env: { OMNIPROF_LIBBPF: "/nonexistent/libbpf.so.1" },
+      });
+      assert.equal(record.code, 1);
+      assert.match(record.stderr, /Cannot load libbpf .*apt-get install libbpf1/);
+      assert.ok(isEmpty(dir), "nothing written");
+    }
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("record rejects bad arguments with usage", async () => {
+  for (const args of [["-F", "0"], ["-d", "soon"], ["-o", "out.xyz"], ["-p", "1", "--", "true"], ["--"]]) {
+    const result = await runCli(["record", ...args]);
+    assert.equal(result.code, 2, args.join(" "));
+    assert.match(result.stderr, /Usage: omniprof record/);
+  }
+});
+
+Deno.test(tracingTest("check reports every essential capability as working here", async () => {
+  const result = await runCli(["check"]);
+  assert.equal(result.code, 0, result.stdout + result.stderr);
+  for (const name of ["privileges", "libbpf", "BTF", "perf events", "BPF tracer"]) {
+    assert.match(result.stdout, new RegExp(`^ok\\s+${name}\\s`, "m"));
+  }
+  assert.match(result.stdout, /omniprof can record here/);
+}));
+
+function existsPath(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,186 @@
+// End-to-end tests of `omniprof record` on the real kernel path: the CLI loads the BPF programs, samples
+// real workloads and writes profiles, which are checked here. They need root and BTF, and say so when
+// they skip.
+import assert from "node:assert/strict";
+import { buildWorkload, countWhere, hasChain, parseFolded, runCli, tempDir, tracingTest } from "./helpers.ts";
+
+const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+Deno.test(
+  tracingTest("record -p PID shows main;a;b;c in at least 95% of the workload's samples", async () => {
+    const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+    const dir = tempDir();
+    const workload = new Deno.Command(chain, { args: ["8"] }).spawn();
+    try {
+      await sleep(300);
+      const result = await runCli([
+        "record",
+        "-p",
+        String(workload.pid),
+        "-d",
+        "5",
+        "-o",
+        `${dir}/out.folded`,
+      ]);
+      assert.equal(result.code, 0, result.stderr);
+      const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+      assert.ok(stacks.every((stack) => stack.comm === "chain-fp"), "only the -p process is sampled");
+      const total = countWhere(stacks, () => true);
+      const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
+      console.log(`record -p: ${complete}/${total} samples with main;a;b;c`);
+      assert.ok(total >= 400, `expected ~495 samples in 5 s at 99 Hz, got ${total}`);
+      assert.ok(complete / total >= 0.95, `${complete}/${total} complete`);
+    } finally {
+      workload.kill();
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  tracingTest("whole-system record shows main;a;b;c in at least 95% of the workload's samples", async () => {
+    const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+    const dir = tempDir();
+    const workload = new Deno.Command(chain, { args: ["6"] }).spawn();
+    try {
+      await sleep(300);
+      const result = await runCli(["record", "-d", "4", "-o", `${dir}/out.folded`]);
+      assert.equal(result.code, 0, result.stderr);
+      const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+      const ours = stacks.filter((stack) => stack.comm === "chain-fp");
+      const total = countWhere(ours, () => true);
+      const complete = countWhere(ours, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
+      console.log(`whole system: ${complete}/${total} samples of chain-fp with main;a;b;c`);
+      assert.ok(total >= 300, `expected ~396 samples of the workload, got ${total}`);
+      assert.ok(complete / total >= 0.95, `${complete}/${total} complete`);
+      assert.ok(new Set(stacks.map((stack) => stack.comm)).size > 1, "other processes are sampled too");
+    } finally {
+      workload.kill();
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(tracingTest("a syscall-heavy workload shows kernel frames beneath its user frames", async () => {
+  const syscalls = await buildWorkload("syscalls", FP_FLAGS);
+  const dir = tempDir();
+  try {
+    const result = await runCli(["record", "-o", `${dir}/out.folded`, "--", syscalls, "3"]);
+    assert.equal(result.code, 0, result.stderr);
+    const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`)).filter((s) =>
+      s.comm === "syscalls"
+    );
+    const total = countWhere(stacks, () => true);
+    const isKernel = (frame: string) => frame.endsWith("_[k]");
+    // Root first: user frames, then (once the kernel is entered) only kernel frames.
+    const wellOrdered = countWhere(stacks, (stack) => {
+      const firstKernel = stack.frames.findIndex(isKernel);
+      return firstKernel < 0 || stack.frames.slice(firstKernel).every(isKernel);
+    });
+    // glibc's read/write wrappers have no frame pointer, so the frame-pointer walk skips copy_loop
+    // (their caller); main, the wrapper and the kernel path beneath it must be there.
+    const inKernelUnderMain = countWhere(stacks, (stack) => {
+      const firstKernel = stack.frames.findIndex(isKernel);
+      const user = stack.frames.slice(0, firstKernel);
+      return firstKernel > 0 && user[0] === "main" && /^(__libc_)?(read|write)$/.test(user.at(-1)!) &&
+        stack.frames.some((frame) => /^(ksys_read|ksys_write|vfs_read|vfs_write)_\[k\]$/.test(frame));
+    });
+    console.log(`syscalls: ${inKernelUnderMain}/${total} samples in the kernel's read/write under main`);
+    assert.equal(wellOrdered, total, "kernel frames always come after (beneath) user frames");
+    assert.ok(inKernelUnderMain / total >= 0.5, `${inKernelUnderMain}/${total}`);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+Deno.test(tracingTest("a process burning one CPU for D s at F Hz gets D*F samples within 10%", async () => {
+  const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+  const dir = tempDir();
+  const seconds = 4;
+  const hz = 199;
+  try {
+    const result = await runCli([
+      "record",
+      "-F",
+      String(hz),
+      "-o",
+      `${dir}/out.folded`,
+      "--",
+      chain,
+      `${seconds}`,
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /\b0 lost\b|samples LOST/, "lost samples are reported");
+    const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+    const samples = countWhere(stacks, (stack) => stack.comm === "chain-fp");
+    const expected = seconds * hz;
+    console.log(`burn ${seconds} s at ${hz} Hz: ${samples} samples (expected ${expected})`);
+    assert.ok(Math.abs(samples - expected) / expected <= 0.1, `${samples} vs ${expected}`);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+Deno.test(
+  tracingTest("200 short-lived processes are symbolized in at least 90% of their samples", async () => {
+    const shortLived = await buildWorkload("short_lived", FP_FLAGS);
+    const dir = tempDir();
+    try {
+      const script = `for i in $(seq 200); do ${shortLived} 20; done`;
+      const result = await runCli(["record", "-o", `${dir}/out.folded`, "--", "sh", "-c", script]);
+      assert.equal(result.code, 0, result.stderr);
+      const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`)).filter((s) =>
+        s.comm === "short_lived"
+      );
+      const total = countWhere(stacks, () => true);
+      const named = countWhere(
+        stacks,
+        (stack) => stack.frames.some((frame) => frame === "short_lived_work" || frame === "main"),
+      );
+      console.log(`short-lived: ${named}/${total} samples name a function of the executable`);
+      assert.ok(total >= 200, `expected ~400 samples (200 x 20 ms at 99 Hz), got ${total}`);
+      assert.ok(named / total >= 0.9, `${named}/${total}`);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(tracingTest("record stops on SIGINT and still writes the profile", async () => {
+  const dir = tempDir();
+  try {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../main.ts", import.meta.url).pathname,
+        "record",
+        "-o",
+        `${dir}/out.pb.gz`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    await sleep(3000);
+    child.kill("SIGINT");
+    const output = await child.output();
+    const stderr = new TextDecoder().decode(output.stderr);
+    assert.equal(output.code, 0, stderr);
+    assert.match(stderr, /wrote .*out\.pb\.gz/);
+    const bytes = Deno.readFileSync(`${dir}/out.pb.gz`);
+    assert.deepEqual([...bytes.subarray(0, 2)], [0x1f, 0x8b], "a gzip'd pprof file");
+    assert.deepEqual(
+      [...Deno.readDirSync(dir)].map((entry) => entry.name),
+      ["out.pb.gz"],
+      "no temporary left",
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));

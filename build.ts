@@ -6,9 +6,12 @@
  * 2. generates support/types.ts from that object's BTF (the C structs and enums the host shares), or with
  *    `--check` fails if the committed file differs from what the object says;
  * 3. with `--compile`, runs `deno compile` into ./omniprof when a denort runtime is available
- *    (DENORT_BIN), and says why it skipped otherwise.
+ *    (DENORT_BIN), and says why it skipped otherwise;
+ * 4. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
+ *    file that `deno run -A FILE` runs anywhere: the same inputs `deno compile` embeds, testable where
+ *    no denort runtime can be had.
  *
- * Usage: deno run -A build.ts [--check] [--compile] [--quiet]
+ * Usage: deno run -A build.ts [--check] [--compile] [--bundle FILE] [--quiet]
  *
  * @module
  */
@@ -26,6 +29,7 @@ const { values: flags } = parseArgs({
     check: { type: "boolean", default: false },
     compile: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
+    bundle: { type: "string" },
   },
 });
 
@@ -142,7 +146,7 @@ async function generateTypes(): Promise<void> {
 }
 
 async function compileExecutable(): Promise<void> {
-  const denort = Deno.env.get("DENORT_BIN");
+  const denort = Deno.env.get("DENORT_BIN") || undefined;
   if (!denort) {
     say(
       "skipped `deno compile`: it needs a denort runtime, which is downloaded from Deno's servers unless " +
@@ -161,12 +165,18 @@ async function compileExecutable(): Promise<void> {
   say("wrote ./omniprof");
 }
 
+async function bundle(output: string): Promise<void> {
+  await run(Deno.execPath(), ["bundle", "--unstable-raw-imports", "--quiet", "-o", output, `${root}main.ts`]);
+  say(`wrote ${output}`);
+}
+
 if (import.meta.main) {
   try {
     await compileBpf();
     await compileDemo();
     await generateTypes();
     if (flags.compile) await compileExecutable();
+    if (flags.bundle) await bundle(flags.bundle);
   } catch (error) {
     console.error(`build: ${error instanceof Error ? error.message : error}`);
     Deno.exit(1);

@@ -35,7 +35,51 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
+  apt_updated=1
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# bcc compiles its programs against the running kernel's headers (/lib/modules/$(uname -r)/build). Debian
+# ships them as linux-headers-$(uname -r); a kernel Debian did not build has none, so link the headers of
+# Debian's default kernel for this architecture instead (close enough for bcc's tools). Never replaces an
+# existing build link, and only notes it when no headers package is known.
+kernel_headers_package() {
+  if apt-cache show "linux-headers-$(uname -r)" >/dev/null 2>&1; then
+    echo "linux-headers-$(uname -r)"
+  else
+    { apt-cache depends --important "linux-headers-$(dpkg --print-architecture)" 2>/dev/null || true; } |
+      awk '/Depends: linux-headers-/ { print $2; exit }'
+  fi
+}
+peer_kernel_headers() {
+  local modules="/lib/modules/$(uname -r)" pkg="" dir common
+  [ -e "$modules/build" ] && return 0
+  [ -e /sys/kernel/kheaders.tar.xz ] && return 0
+  pkg=$(kernel_headers_package)
+  if [ -z "$pkg" ] && [ "${apt_updated:-0}" != 1 ]; then
+    apt-get update -qq >/dev/null || true
+    pkg=$(kernel_headers_package)
+  fi
+  if [ -z "$pkg" ]; then
+    echo "bootstrap: no kernel headers package found; bcc's tools will not run" >&2
+    return 0
+  fi
+  if ! pkg_installed "$pkg"; then
+    echo "bootstrap: installing $pkg (kernel headers for bcc)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
+      { echo "bootstrap: could not install $pkg; bcc's tools will not run" >&2; return 0; }
+  fi
+  [ -e "$modules/build" ] && return 0 # the package for the running kernel brings its own links
+  dir="/usr/src/$pkg"
+  common="${dir%-*}-common"
+  [ -d "$dir" ] || return 0
+  mkdir -p "$modules"
+  ln -sfn "$dir" "$modules/build"
+  [ -d "$common" ] && [ ! -e "$modules/source" ] && ln -sfn "$common" "$modules/source"
+  echo "bootstrap: linked $modules/build to $dir" >&2
+}
+if [ "${OMNIPROF_PEERS:-0}" = 1 ] && [ "$(id -u)" = 0 ]; then
+  peer_kernel_headers
 fi
 
 find_deno() {

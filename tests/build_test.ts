@@ -1,0 +1,57 @@
+// The packaging path: everything `deno compile` needs, checked where no denort runtime can be had. The
+// bundle holds the BPF object and the demo workload; run from an empty folder it must work on its own.
+import assert from "node:assert/strict";
+import { REPO_ROOT, tempDir, tracingUnavailable } from "./helpers.ts";
+
+async function run(args: string[], cwd: string) {
+  const output = await new Deno.Command(Deno.execPath(), { args, cwd, stdout: "piped", stderr: "piped" })
+    .output();
+  const decoder = new TextDecoder();
+  return { code: output.code, stdout: decoder.decode(output.stdout), stderr: decoder.decode(output.stderr) };
+}
+
+Deno.test("build.ts --bundle makes a single file that runs outside the repository", async () => {
+  const dir = tempDir();
+  try {
+    const built = await run(
+      ["run", "-A", `${REPO_ROOT}build.ts`, "--bundle", `${dir}/omniprof.js`],
+      REPO_ROOT,
+    );
+    assert.equal(built.code, 0, built.stderr);
+    const help = await run(["run", "-A", "omniprof.js", "record", "--help"], dir);
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stderr, /Usage: omniprof record/);
+    const reason = tracingUnavailable();
+    if (reason) {
+      console.log(`bundle recording not tried: ${reason}`);
+      return;
+    }
+    const recorded = await run([
+      "run",
+      "-A",
+      "omniprof.js",
+      "record",
+      "--demo",
+      "-d",
+      "1",
+      "-o",
+      "demo.folded",
+    ], dir);
+    assert.equal(recorded.code, 0, recorded.stderr);
+    assert.match(Deno.readTextFileSync(`${dir}/demo.folded`), /^omniprof-demo;main;compute;/m);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("build.ts --compile without DENORT_BIN says why it skips", async () => {
+  const command = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", `${REPO_ROOT}build.ts`, "--compile"],
+    cwd: REPO_ROOT,
+    env: { DENORT_BIN: "" },
+    stderr: "piped",
+  });
+  const output = await command.output();
+  assert.equal(output.code, 0);
+  assert.match(new TextDecoder().decode(output.stderr), /skipped `deno compile`.*DENORT_BIN/s);
+});

@@ -1,0 +1,91 @@
+// A real recording written as pprof, read back by protobufjs from the published schema (no code shared
+// with the encoder) and by `omniprof report`. Needs root and BTF for the recording, and the schema at
+// ../shared/proto/pprof/profile.proto (relative to the repository root).
+import assert from "node:assert/strict";
+import { gunzipSync } from "node:zlib";
+import protobuf from "protobufjs";
+import { REPO_ROOT, runCli, tempDir, tracingTest } from "./helpers.ts";
+
+const protoPath = `${REPO_ROOT}../shared/proto/pprof/profile.proto`;
+
+function schemaMissing(): string | null {
+  try {
+    Deno.statSync(protoPath);
+    return null;
+  } catch {
+    return `the pprof schema is not at ${protoPath}`;
+  }
+}
+
+const name = "a recorded pprof profile decodes with the published schema, and report prints it";
+const missing = schemaMissing();
+if (missing) console.log(`SKIP ${name}: ${missing}`);
+const definition = tracingTest(name, async () => {
+  const dir = tempDir();
+  try {
+    const result = await runCli(["record", "--demo", "-d", "2", "-o", `${dir}/demo.pb.gz`]);
+    assert.equal(result.code, 0, result.stderr);
+    const root = protobuf.loadSync(protoPath);
+    const Profile = root.lookupType("perftools.profiles.Profile");
+    const bytes = gunzipSync(Deno.readFileSync(`${dir}/demo.pb.gz`));
+    // deno-lint-ignore no-explicit-any
+    const profile = Profile.toObject(Profile.decode(bytes), { longs: Number, defaults: true }) as any;
+    const strings: string[] = profile.stringTable;
+    assert.equal(strings[0], "");
+    assert.deepEqual(
+      profile.sampleType.map((
+        type: { type: number; unit: number },
+      ) => [strings[type.type], strings[type.unit]]),
+      [["samples", "count"], ["cpu", "nanoseconds"]],
+    );
+    assert.deepEqual([strings[profile.periodType.type], strings[profile.periodType.unit]], [
+      "cpu",
+      "nanoseconds",
+    ]);
+    assert.equal(profile.period, Math.round(1e9 / 99));
+    assert.ok(profile.durationNanos >= 1.9e9 && profile.durationNanos < 4e9);
+    const functions = new Map<number, string>(
+      profile.function.map((fn: { id: number; name: number }) => [fn.id, strings[fn.name]!]),
+    );
+    const locations = new Map<number, string>(
+      profile.location.map((location: { id: number; line: { functionId: number }[] }) => [
+        location.id,
+        functions.get(location.line[0]?.functionId ?? 0) ?? "",
+      ]),
+    );
+    let samples = 0;
+    let computeSamples = 0;
+    for (const sample of profile.sample) {
+      const [count, nanoseconds] = sample.value as number[];
+      assert.equal(nanoseconds, count! * profile.period);
+      samples += count!;
+      const labels = new Map(
+        sample.label.map((label: { key: number; str: number; num: number }) => [
+          strings[label.key],
+          label.str ? strings[label.str] : label.num,
+        ]),
+      );
+      assert.ok((labels.get("pid") as number) > 0 && (labels.get("tid") as number) > 0);
+      assert.equal(labels.get("comm"), "omniprof-demo");
+      const stack = sample.locationId.map((id: number) => locations.get(id));
+      if (stack.includes("compute") && stack.at(-1) === "main") computeSamples += count!;
+    }
+    assert.ok(samples >= 100, `two busy threads for 2 s at 99 Hz: up to ~400, got ${samples}`);
+    assert.ok(computeSamples / samples >= 0.3, `${computeSamples}/${samples} under main;compute`);
+    const demo = profile.mapping.find((mapping: { filename: number }) =>
+      /omniprof-demo/.test(strings[mapping.filename]!)
+    );
+    assert.ok(demo, "the demo binary has a mapping");
+    assert.match(strings[demo.buildId]!, /^[0-9a-f]{40}$/, "with its GNU build id");
+    assert.ok(demo.hasFunctions);
+
+    const report = await runCli(["report", `${dir}/demo.pb.gz`]);
+    assert.equal(report.code, 0, report.stderr);
+    assert.match(report.stdout, /samples over/);
+    assert.match(report.stdout, /mix_round/);
+    assert.match(report.stdout, /\[k\]/, "kernel frames are marked");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+Deno.test({ ...definition, ignore: definition.ignore || missing !== null });

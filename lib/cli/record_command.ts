@@ -9,7 +9,8 @@ import { libbpf } from "../bpf/libbpf.ts";
 import { formatFolded } from "../output/folded.ts";
 import { encodePprofGzip } from "../output/pprof.ts";
 import { checkWritable, writeAtomically } from "../record/output_file.ts";
-import { recordSession, type SessionProgress } from "../record/session.ts";
+import type { RecorderProgress } from "../record/recorder.ts";
+import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { spawnDemo } from "../../support/demo/demo_workload.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
@@ -92,7 +93,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
     pids: args.pids,
     spawn,
     sampleIdle: args.idle,
-    onProgress: (progress: SessionProgress) =>
+    onProgress: (progress: RecorderProgress) =>
       status.update(
         `${
           progress.elapsedSeconds.toFixed(1)

@@ -1,0 +1,156 @@
+/**
+ * A running recording that can be read while it runs: the tracer, the process manager and the stack
+ * table, drained on a timer. One-shot sessions (`record`) take one profile at the end; long-running ones
+ * (`top`, `agent`) take a profile per interval with `takeProfile({ reset: true })`, which keeps the
+ * symbol caches warm between intervals.
+ *
+ * @example
+ * ```ts ignore
+ * import { Recorder } from "./recorder.ts";
+ * using recorder = Recorder.start({ frequencyHz: 20 });
+ * setInterval(() => send(recorder.takeProfile({ reset: true })), 60_000);
+ * ```
+ *
+ * @module
+ */
+import type { Profile } from "../profile/profile.ts";
+import { ProcessManager } from "../process/process_manager.ts";
+import { KernelSymbols } from "../symbolize/kallsyms.ts";
+import { NativeSymbolizer } from "../symbolize/native.ts";
+import type { Pid } from "../types.ts";
+import { buildProfile } from "./profile_builder.ts";
+import { StackTable } from "./stack_table.ts";
+import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
+
+/** A snapshot while recording. */
+export interface RecorderProgress {
+  elapsedSeconds: number;
+  samples: number;
+  processes: number;
+  lost: number;
+}
+
+const DRAIN_INTERVAL_MS = 10;
+
+/** Sampling plus host-side aggregation, running until stopped. */
+export class Recorder {
+  readonly tracer: Tracer;
+  readonly processes: ProcessManager;
+  #table: StackTable;
+  #drainTimer: ReturnType<typeof setInterval>;
+  #started = performance.now();
+  #setupStart: number;
+  #intervalStartNs = Date.now() * 1e6;
+  #firstSampleMs: number | null = null;
+  #native = new NativeSymbolizer();
+  #kernel: KernelSymbols | null | undefined;
+  #closed = false;
+
+  private constructor(tracer: Tracer, processes: ProcessManager, setupStart: number) {
+    this.tracer = tracer;
+    this.processes = processes;
+    this.#table = new StackTable(processes);
+    this.#setupStart = setupStart;
+    this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
+  }
+
+  /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
+  static start(options: TracerOptions): Recorder {
+    const setupStart = performance.now();
+    const processes = new ProcessManager();
+    let tracer: Tracer;
+    try {
+      tracer = Tracer.start(options);
+    } catch (error) {
+      processes.close();
+      throw error;
+    }
+    for (const pid of options.pids ?? []) processes.onExec(pid as Pid);
+    return new Recorder(tracer, processes, setupStart);
+  }
+
+  /** Samples received since the last reset. */
+  get samples(): number {
+    return this.#table.samples;
+  }
+
+  /** ms from the start of set-up to the first sample drained, or null. */
+  get firstSampleMs(): number | null {
+    return this.#firstSampleMs;
+  }
+
+  /** CLOCK_MONOTONIC ns of the first sample since the last reset, or null. */
+  get firstSampleKtimeNs(): number | null {
+    return this.#table.firstSampleKtimeNs < 0 ? null : this.#table.firstSampleKtimeNs;
+  }
+
+  /** Moves what BPF has recorded into the stack table. Runs on a timer; call it to catch up now. */
+  drain(): void {
+    this.tracer.drain(this.#table);
+    this.#table.endDrain();
+    if (this.#firstSampleMs === null && this.#table.samples > 0) {
+      this.#firstSampleMs = performance.now() - this.#setupStart;
+    }
+  }
+
+  metrics(): TracerMetrics {
+    return this.tracer.metrics();
+  }
+
+  progress(): RecorderProgress {
+    const metrics = this.metrics();
+    return {
+      elapsedSeconds: (performance.now() - this.#started) / 1000,
+      samples: this.#table.samples,
+      processes: this.processes.processCount,
+      lost: metrics.TracesLost + metrics.EventsLost,
+    };
+  }
+
+  /**
+   * Symbolizes what was recorded since the start (or the last reset) into a profile; with `reset`, starts
+   * a new interval.
+   */
+  takeProfile(options: { reset?: boolean } = {}): Profile {
+    this.drain();
+    const nowNs = Date.now() * 1e6;
+    if (this.#kernel === undefined) {
+      try {
+        this.#kernel = KernelSymbols.load();
+      } catch {
+        this.#kernel = null;
+      }
+    }
+    const profile = buildProfile(this.#table.stacks(), {
+      startTimeNs: this.#intervalStartNs,
+      durationNs: nowNs - this.#intervalStartNs,
+      periodNs: this.tracer.periodNs,
+    }, { native: this.#native, kernel: this.#kernel });
+    if (options.reset) {
+      this.#table = new StackTable(this.processes);
+      this.#intervalStartNs = nowNs;
+    }
+    return profile;
+  }
+
+  /** Stops sampling and drains what is left; the recorder stays readable. */
+  stop(): void {
+    clearInterval(this.#drainTimer);
+    this.tracer.stopSampling();
+    this.drain();
+  }
+
+  /** Stops and releases everything. Safe to call twice. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#drainTimer);
+    this.tracer.close();
+    this.processes.close();
+    this.#native.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -12,12 +12,16 @@ import { LibbpfError, LibbpfMissingError } from "./lib/bpf/libbpf.ts";
 import { checkCommand } from "./lib/cli/check_command.ts";
 import { CommandError, recordCommand } from "./lib/cli/record_command.ts";
 import { reportCommand } from "./lib/cli/report_command.ts";
+import { topCommand } from "./lib/cli/top_command.ts";
+import { agentCommand } from "./lib/cli/agent_command.ts";
 
 const USAGE = `Usage: omniprof COMMAND [options]
 
 Commands:
   record   sample stacks on every CPU and write a profile (omniprof record --help)
   report   print the top functions of a pprof profile
+  top      live view of the hottest functions, like perf top (omniprof top --help)
+  agent    profile continuously and export OpenTelemetry profiles or pprof files (omniprof agent --help)
   check    tell what works on this machine
 
 Environment: OMNIPROF_LOG=debug|info|warning sets the log level (default warning).
@@ -40,6 +44,10 @@ async function main(argv: string[]): Promise<number> {
       return await reportCommand(rest);
     case "check":
       return checkCommand();
+    case "top":
+      return await topCommand(rest);
+    case "agent":
+      return await agentCommand(rest);
     case undefined:
     case "help":
     case "-h":

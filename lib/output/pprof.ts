@@ -351,7 +351,8 @@ function writeNumLabel(w: ProtobufWriter, key: number, value: number): void {
 
 /** Writes a uint64 address field, restoring the high half of a kernel address kept as its low 32 bits. */
 function writeAddress(w: ProtobufWriter, field: number, value: number, kernel: boolean): void {
-  if (value === 0) return;
+  // Addresses outside exact integers (garbage from a broken frame chain) are written as unknown (0).
+  if (value === 0 || !Number.isSafeInteger(value) || value < 0) return;
   w.writeTag(field, 0);
   if (kernel && value > 0 && value < TWO_POW_32) w.writeVarint64(value, KERNEL_HIGH_HALF);
   else w.writeVarint(value);

@@ -1,0 +1,232 @@
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import { gunzipSync, gzipSync } from "node:zlib";
+import { ProtobufWriter } from "../output/protobuf_writer.ts";
+import {
+  createExporter,
+  decodeExportResponse,
+  frameGrpcMessage,
+  httpExportUrl,
+  OTLP_GRPC_PATH,
+  parseEndpoint,
+  parseRetryAfter,
+  unframeGrpcMessage,
+} from "./otlp_exporter.ts";
+
+/** An ExportProfilesServiceResponse with a partial success. */
+function partialSuccess(rejected: number, message: string): Uint8Array {
+  const w = new ProtobufWriter();
+  const mark = w.beginLengthDelimited(1);
+  w.writeInt64Field(1, rejected);
+  w.writeStringField(2, message);
+  w.endLengthDelimited(mark);
+  return w.finish();
+}
+
+const body = gzipSync(new TextEncoder().encode("an export request"));
+
+/** A local HTTP server answering with `respond`; records the requests. */
+function httpServer(respond: (request: Request) => Response | Promise<Response>) {
+  const requests: Array<{ path: string; headers: Headers; body: Uint8Array }> = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (request) => {
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    requests.push({ path: new URL(request.url).pathname, headers: request.headers, body: bytes });
+    return respond(request);
+  });
+  return { server, requests, url: `http://127.0.0.1:${(server.addr as Deno.NetAddr).port}` };
+}
+
+Deno.test("parseEndpoint() and httpExportUrl() accept collector URLs and add the signal path when none", () => {
+  assert.equal(
+    httpExportUrl(parseEndpoint("http://collector:4318")),
+    "http://collector:4318/v1development/profiles",
+  );
+  assert.equal(
+    httpExportUrl(parseEndpoint("https://otel.example/")),
+    "https://otel.example/v1development/profiles",
+  );
+  assert.equal(httpExportUrl(parseEndpoint("http://c:4318/custom/path")), "http://c:4318/custom/path");
+  assert.throws(() => parseEndpoint("collector:4318"), /use http:\/\/ or https:\/\//);
+  assert.throws(() => parseEndpoint("not a url"), /not a URL/);
+  assert.throws(() => parseEndpoint("ftp://c"), /use http:\/\/ or https:\/\//);
+  assert.throws(() => parseEndpoint("http://c/?a=1"), /no query or fragment/);
+});
+
+Deno.test("parseRetryAfter() reads seconds and HTTP dates, capped at five minutes", () => {
+  assert.equal(parseRetryAfter("3"), 3000);
+  assert.equal(parseRetryAfter("0.5"), 500);
+  assert.equal(parseRetryAfter(null), undefined);
+  assert.equal(parseRetryAfter("soon"), undefined);
+  const now = Date.parse("2025-01-01T00:00:00Z");
+  assert.equal(parseRetryAfter("Wed, 01 Jan 2025 00:00:10 GMT", now), 10_000);
+  assert.equal(parseRetryAfter("Tue, 31 Dec 2024 00:00:00 GMT", now), 0);
+  assert.equal(parseRetryAfter("86400"), 300_000);
+});
+
+Deno.test("decodeExportResponse() reads a partial success; frameGrpcMessage() round-trips, gzip included", () => {
+  assert.deepEqual(decodeExportResponse(new Uint8Array(0)), { rejected: 0, message: "" });
+  assert.deepEqual(decodeExportResponse(partialSuccess(3, "too old")), { rejected: 3, message: "too old" });
+  assert.throws(() => decodeExportResponse(new Uint8Array([0x0a, 0x05, 0x08])), /Cannot decode/);
+  const payload = new TextEncoder().encode("payload");
+  assert.deepEqual(unframeGrpcMessage(frameGrpcMessage(payload, false), "identity"), payload);
+  assert.deepEqual(
+    new Uint8Array(unframeGrpcMessage(frameGrpcMessage(gzipSync(payload), true), "gzip")),
+    payload,
+  );
+  assert.equal(unframeGrpcMessage(new Uint8Array(0), "identity").length, 0);
+  assert.throws(() => unframeGrpcMessage(new Uint8Array([0, 0, 0, 0, 9, 1]), "identity"), /exceeds/);
+  assert.throws(
+    () => unframeGrpcMessage(frameGrpcMessage(payload, true), "snappy"),
+    /compressed with snappy/,
+  );
+});
+
+Deno.test("HTTP exporter posts gzip protobuf and reads success, partial success and error statuses", async () => {
+  let answer: () => Response = () => new Response(null, { status: 200 });
+  const { server, requests, url } = httpServer(() => answer());
+  using exporter = createExporter({
+    endpoint: url,
+    protocol: "http",
+    headers: { authorization: "Bearer secret" },
+    userAgent: "omniprof/test",
+  });
+  try {
+    const signal = new AbortController().signal;
+    assert.deepEqual(await exporter.send(body, signal), { ok: true, rejected: 0, message: "" });
+    const [first] = requests;
+    assert.equal(first!.path, "/v1development/profiles");
+    assert.equal(first!.headers.get("content-type"), "application/x-protobuf");
+    assert.equal(first!.headers.get("content-encoding"), "gzip");
+    assert.equal(first!.headers.get("authorization"), "Bearer secret");
+    assert.equal(first!.headers.get("user-agent"), "omniprof/test");
+    assert.deepEqual(gunzipSync(first!.body), gunzipSync(body));
+
+    answer = () => new Response(partialSuccess(2, "dropped 2") as Uint8Array<ArrayBuffer>, { status: 200 });
+    assert.deepEqual(await exporter.send(body, signal), { ok: true, rejected: 2, message: "dropped 2" });
+
+    answer = () => new Response("overloaded", { status: 503, headers: { "retry-after": "2" } });
+    assert.deepEqual(await exporter.send(body, signal), {
+      ok: false,
+      retryable: true,
+      reason: "HTTP 503 Service Unavailable: overloaded",
+      retryAfterMs: 2000,
+    });
+    answer = () => new Response("slow down", { status: 429 });
+    const throttled = await exporter.send(body, signal);
+    assert.ok(!throttled.ok && throttled.retryable);
+    answer = () => new Response("bad profile", { status: 400 });
+    assert.deepEqual(await exporter.send(body, signal), {
+      ok: false,
+      retryable: false,
+      reason: "HTTP 400 Bad Request: bad profile",
+    });
+  } finally {
+    await server.shutdown();
+  }
+  // The server is gone: connection refused is worth retrying.
+  const refused = await exporter.send(body, new AbortController().signal);
+  assert.ok(!refused.ok && refused.retryable, JSON.stringify(refused));
+});
+
+Deno.test("HTTP exporter gives up on a request that outlasts its timeout or is aborted, to retry it", async () => {
+  const { promise: release, resolve } = Promise.withResolvers<void>();
+  const { server, url } = httpServer(async () => {
+    await release;
+    return new Response(null, { status: 200 });
+  });
+  try {
+    using slow = createExporter({ endpoint: url, protocol: "http", timeoutMs: 200 });
+    const started = performance.now();
+    const result = await slow.send(body, new AbortController().signal);
+    assert.ok(!result.ok && result.retryable, JSON.stringify(result));
+    assert.ok(performance.now() - started < 2000);
+    const controller = new AbortController();
+    const pending = slow.send(body, controller.signal);
+    controller.abort();
+    const aborted = await pending;
+    assert.ok(!aborted.ok && aborted.retryable);
+  } finally {
+    resolve();
+    await server.shutdown();
+  }
+});
+
+/** A local cleartext HTTP/2 gRPC server; `answer` decides each call's status. */
+async function grpcServer(answer: () => { status: number; message?: string; response?: Uint8Array }) {
+  const calls: Array<{ headers: http2.IncomingHttpHeaders; payload: Uint8Array }> = [];
+  const server = http2.createServer();
+  server.on("stream", (stream, headers) => {
+    const chunks: Uint8Array[] = [];
+    stream.on("data", (chunk: Uint8Array) => chunks.push(chunk));
+    stream.on("end", () => {
+      calls.push({
+        headers,
+        payload: unframeGrpcMessage(Buffer.concat(chunks), String(headers["grpc-encoding"])),
+      });
+      const { status, message, response } = answer();
+      if (status !== 0) {
+        stream.respond({
+          ":status": 200,
+          "content-type": "application/grpc",
+          "grpc-status": String(status),
+          "grpc-message": encodeURIComponent(message ?? ""),
+        }, { endStream: true });
+        return;
+      }
+      stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-encoding": "gzip" }, {
+        waitForTrailers: true,
+      });
+      stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+      stream.end(frameGrpcMessage(gzipSync(response ?? new Uint8Array(0)), true));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    calls,
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+Deno.test("gRPC exporter calls ProfilesService/Export and maps grpc-status to retry or not", async () => {
+  let answer: () => { status: number; message?: string; response?: Uint8Array } = () => ({ status: 0 });
+  const server = await grpcServer(() => answer());
+  const exporter = createExporter({ endpoint: server.url, protocol: "grpc", userAgent: "omniprof/test" });
+  try {
+    const signal = new AbortController().signal;
+    assert.deepEqual(await exporter.send(body, signal), { ok: true, rejected: 0, message: "" });
+    const [call] = server.calls;
+    assert.equal(call!.headers[":path"], OTLP_GRPC_PATH);
+    assert.equal(call!.headers["content-type"], "application/grpc+proto");
+    assert.equal(call!.headers["grpc-encoding"], "gzip");
+    assert.equal(call!.headers["te"], "trailers");
+    assert.match(String(call!.headers["grpc-timeout"]), /^\d+m$/);
+    assert.deepEqual(call!.payload, gunzipSync(body));
+
+    answer = () => ({ status: 0, response: partialSuccess(1, "one too old") });
+    assert.deepEqual(await exporter.send(body, signal), { ok: true, rejected: 1, message: "one too old" });
+    answer = () => ({ status: 14, message: "down for maintenance" });
+    assert.deepEqual(await exporter.send(body, signal), {
+      ok: false,
+      retryable: true,
+      reason: "gRPC UNAVAILABLE: down for maintenance",
+    });
+    answer = () => ({ status: 8 });
+    const exhausted = await exporter.send(body, signal);
+    assert.ok(!exhausted.ok && exhausted.retryable);
+    answer = () => ({ status: 3, message: "bad profile" });
+    assert.deepEqual(await exporter.send(body, signal), {
+      ok: false,
+      retryable: false,
+      reason: "gRPC INVALID_ARGUMENT: bad profile",
+    });
+    assert.equal(server.calls.length, 5, "one connection carried every call");
+  } finally {
+    exporter.close();
+    await server.close();
+  }
+  const refused = await exporter.send(body, new AbortController().signal);
+  assert.ok(!refused.ok && refused.retryable, JSON.stringify(refused));
+  exporter.close();
+});

@@ -1,0 +1,276 @@
+import assert from "node:assert/strict";
+import type { Profile } from "../profile/profile.ts";
+import { encodeOtlpProfiles, FRAME_TYPES, type OtlpAttributes } from "./otlp.ts";
+import {
+  decodeRequest,
+  flattenRequest,
+  loadOtelSchema,
+  otelProtoUnavailable,
+} from "../../tests/otlp_schema.ts";
+
+const unavailable = otelProtoUnavailable();
+if (unavailable) console.log(`SKIP OTLP encoder tests: ${unavailable}`);
+
+function schemaTest(name: string, fn: () => void): Deno.TestDefinition {
+  return { name, ignore: unavailable !== null, fn };
+}
+
+// A whole-system interval as the profile builder makes it: two processes, a kernel path under a native
+// chain, an interpreted frame, an unresolved frame and a frame without mapping.
+const START_NS = 1_700_000_000_123_456_000;
+const profile: Profile = {
+  startTimeNs: START_NS,
+  durationNs: 1_000_250_000,
+  periodNs: 1e9 / 99,
+  mappings: [
+    {
+      start: 0x400000,
+      end: 0x401000,
+      fileOffset: 0x1000,
+      fileName: "/opt/app/chain",
+      buildId: "ab12",
+      hasFunctions: true,
+    },
+    {
+      start: 0x81000000,
+      end: 0x83000000,
+      fileOffset: 0,
+      fileName: "[kernel.kallsyms]",
+      buildId: "",
+      hasFunctions: true,
+    },
+    {
+      start: 0x7f0000000000,
+      end: 0x7f0000100000,
+      fileOffset: 0,
+      fileName: "/usr/lib/libpython3.11.so",
+      buildId: "",
+      hasFunctions: true,
+    },
+  ],
+  locations: [
+    { kind: "native", mapping: 0, address: 0x401100, functionName: "c", sourceFile: "chain.c", line: 21 },
+    { kind: "native", mapping: 0, address: 0x401200, functionName: "b", sourceFile: "chain.c", line: 31 },
+    { kind: "native", mapping: 0, address: 0x401300, functionName: "a", sourceFile: "chain.c", line: 37 },
+    { kind: "native", mapping: 0, address: 0x401400, functionName: "main", sourceFile: "chain.c", line: 45 },
+    {
+      kind: "kernel",
+      mapping: 1,
+      address: 0x81234567,
+      functionName: "do_syscall_64",
+      sourceFile: "",
+      line: 0,
+    },
+    { kind: "python", mapping: -1, address: 7, functionName: "handler", sourceFile: "app.py", line: 12 },
+    { kind: "native", mapping: 2, address: 0x7f0000001234, functionName: "", sourceFile: "", line: 0 },
+    {
+      kind: "native",
+      mapping: -1,
+      address: 0x1234,
+      functionName: "[unknown+0x1234]",
+      sourceFile: "",
+      line: 0,
+    },
+  ],
+  samples: [
+    { locations: [0, 1, 2, 3], count: 90, pid: 100, tid: 100, comm: "chain" },
+    { locations: [4, 0, 1, 2, 3], count: 5, pid: 100, tid: 101, comm: "chain-worker" },
+    // The same identity as the first sample: merged.
+    { locations: [0, 1, 2, 3], count: 3, pid: 100, tid: 100, comm: "chain" },
+    { locations: [5, 6], count: 7, pid: 200, tid: 200, comm: "python3" },
+    { locations: [7], count: 1, pid: 200, tid: 201, comm: "" },
+    { locations: [], count: 2, pid: 300, tid: 300, comm: "kworker/0:1" },
+  ],
+};
+
+function resourceAttributes(pid: number): OtlpAttributes {
+  return [
+    ["host.name", "test-host"],
+    ["process.pid", pid],
+    ["process.executable.name", pid === 100 ? "chain" : "python3"],
+    ["host.cpu.load", 0.25],
+    ["container.managed", pid === 200],
+  ];
+}
+
+const scope = { name: "omniprof", version: "9.9.9" };
+
+Deno.test(
+  schemaTest("encodeOtlpProfiles() decodes with the published schema into one resource per process", () => {
+    const request = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
+    assert.equal(request.resource_profiles.length, 3);
+    const pids = request.resource_profiles.map((rp) =>
+      Number(rp.resource.attributes.find((kv) => kv.key === "process.pid")!.value!.int_value)
+    );
+    assert.deepEqual(pids, [100, 200, 300]);
+    for (const rp of request.resource_profiles) {
+      assert.equal(rp.scope_profiles.length, 1);
+      const [sp] = rp.scope_profiles;
+      assert.equal(sp!.scope.name, "omniprof");
+      assert.equal(sp!.scope.version, "9.9.9");
+      assert.equal(sp!.profiles.length, 1);
+      const p = sp!.profiles[0]!;
+      const strings: string[] = request.dictionary.string_table;
+      assert.equal(strings[p.sample_type.type_strindex], "samples");
+      assert.equal(strings[p.sample_type.unit_strindex], "count");
+      assert.equal(strings[p.period_type.type_strindex], "cpu");
+      assert.equal(strings[p.period_type.unit_strindex], "nanoseconds");
+      assert.equal(Number(p.period), Math.round(1e9 / 99));
+      assert.equal(BigInt(p.time_unix_nano), BigInt(START_NS), "time_unix_nano is exact");
+      assert.equal(Number(p.duration_nano), 1_000_250_000);
+      assert.equal(p.profile_id.length, 16);
+      assert.ok(p.profile_id.some((byte: number) => byte !== 0));
+    }
+
+    const flat = flattenRequest(request);
+    const total = flat.reduce((sum, s) => sum + s.values[0]!, 0);
+    assert.equal(total, profile.samples.reduce((sum, s) => sum + s.count, 0), "every sample counts once");
+    const main = flat.filter((s) => s.resource["process.pid"] === 100 && s.attributes["thread.id"] === 100);
+    assert.equal(main.length, 1, "samples of the same stack and thread are merged");
+    assert.deepEqual(main[0]!.frames, ["main", "a", "b", "c"]);
+    assert.deepEqual(main[0]!.frameTypes, ["native", "native", "native", "native"]);
+    assert.deepEqual(main[0]!.values, [93]);
+    assert.equal(main[0]!.attributes["thread.name"], "chain");
+    assert.equal(main[0]!.resource["host.name"], "test-host");
+    assert.equal(main[0]!.resource["host.cpu.load"], 0.25);
+    assert.equal(main[0]!.resource["container.managed"], false);
+
+    const kernel = flat.find((s) => s.attributes["thread.id"] === 101)!;
+    assert.deepEqual(kernel.frames, ["main", "a", "b", "c", "do_syscall_64"]);
+    assert.deepEqual(kernel.frameTypes, ["native", "native", "native", "native", "kernel"]);
+    assert.equal(kernel.attributes["thread.name"], "chain-worker");
+
+    const python = flat.find((s) => s.attributes["thread.id"] === 200)!;
+    assert.deepEqual(python.frameTypes, ["native", FRAME_TYPES.python]);
+    assert.deepEqual(python.frames, ["", "handler"], "an unsymbolized frame has no line");
+    assert.equal(python.resource["container.managed"], true);
+
+    const nameless = flat.find((s) => s.attributes["thread.id"] === 201)!;
+    assert.equal(nameless.attributes["thread.name"], undefined, "an empty thread name is left out");
+
+    const empty = flat.find((s) => s.resource["process.pid"] === 300)!;
+    assert.deepEqual(empty.frames, [], "a sample without stack refers to the empty stack");
+  }),
+);
+
+Deno.test(schemaTest("encodeOtlpProfiles() starts every dictionary table with its zero value", () => {
+  const { dictionary } = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
+  assert.equal(dictionary.string_table[0], "");
+  assert.deepEqual(dictionary.mapping_table[0], {
+    memory_start: "0",
+    memory_limit: "0",
+    file_offset: "0",
+    filename_strindex: 0,
+    attribute_indices: [],
+  });
+  assert.deepEqual(dictionary.location_table[0], {
+    mapping_index: 0,
+    address: "0",
+    lines: [],
+    attribute_indices: [],
+  });
+  assert.deepEqual(dictionary.function_table[0], {
+    name_strindex: 0,
+    system_name_strindex: 0,
+    filename_strindex: 0,
+    start_line: "0",
+  });
+  assert.deepEqual(dictionary.link_table, [{
+    trace_id: new Array(16).fill(0),
+    span_id: new Array(8).fill(0),
+  }]);
+  assert.equal(dictionary.attribute_table[0]!.key_strindex, 0);
+  assert.equal(dictionary.attribute_table[0]!.value, null);
+  assert.deepEqual(dictionary.stack_table[0], { location_indices: [] });
+  // No duplicates in the tables the encoder deduplicates.
+  assert.equal(new Set(dictionary.string_table).size, dictionary.string_table.length);
+  const stacks = dictionary.stack_table.map((s) => s.location_indices.join(","));
+  assert.equal(new Set(stacks).size, stacks.length);
+  const functions = dictionary.function_table.map((f) => `${f.name_strindex},${f.filename_strindex}`);
+  assert.equal(new Set(functions).size, functions.length);
+}));
+
+Deno.test(
+  schemaTest("encodeOtlpProfiles() writes mappings with build ids and kernel addresses in full", () => {
+    const { dictionary } = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
+    const strings: string[] = dictionary.string_table;
+    assert.equal(dictionary.mapping_table.length, profile.mappings.length + 1);
+    const app = dictionary.mapping_table[1]!;
+    assert.equal(strings[app.filename_strindex], "/opt/app/chain");
+    assert.equal(app.memory_start, String(0x400000));
+    assert.equal(app.memory_limit, String(0x401000));
+    assert.equal(app.file_offset, String(0x1000));
+    const [buildId] = app.attribute_indices.map((i) => dictionary.attribute_table[i]!);
+    assert.equal(strings[buildId!.key_strindex], "process.executable.build_id.gnu");
+    assert.equal(buildId!.value!.string_value, "ab12");
+    const kernelMapping = dictionary.mapping_table[2]!;
+    assert.equal(BigInt(kernelMapping.memory_start), 0xffffffff81000000n);
+    const kernelLocation = dictionary.location_table[5]!;
+    assert.equal(BigInt(kernelLocation.address), 0xffffffff81234567n);
+    assert.equal(kernelLocation.mapping_index, 2);
+    const noMapping = dictionary.location_table[6]!;
+    assert.equal(noMapping.mapping_index, 0, "a frame without mapping refers to the zero mapping");
+    const c = dictionary.location_table[1]!;
+    assert.equal(Number(c.lines[0]!.line), 21);
+    const fn = dictionary.function_table[c.lines[0]!.function_index]!;
+    assert.equal(strings[fn.name_strindex], "c");
+    assert.equal(strings[fn.filename_strindex], "chain.c");
+  }),
+);
+
+Deno.test(schemaTest("encodeOtlpProfiles() of an empty profile is a valid request without resources", () => {
+  const empty: Profile = { ...profile, mappings: [], locations: [], samples: [] };
+  const bytes = encodeOtlpProfiles(empty, { resourceAttributes, scope });
+  const { request } = loadOtelSchema();
+  assert.equal(request.verify(request.decode(bytes)), null);
+  const decoded = decodeRequest(bytes);
+  assert.equal(decoded.resource_profiles.length, 0);
+  assert.equal(decoded.dictionary.string_table[0], "");
+}));
+
+Deno.test(
+  schemaTest("encodeOtlpProfiles() writes garbage addresses of a broken stack walk as unknown", () => {
+    const garbage: Profile = {
+      ...profile,
+      locations: [
+        { kind: "native", mapping: -1, address: 2 ** 64, functionName: "[unknown]", sourceFile: "", line: 0 },
+        {
+          kind: "native",
+          mapping: -1,
+          address: 7954874471547430000,
+          functionName: "[unknown]",
+          sourceFile: "",
+          line: 0,
+        },
+      ],
+      samples: [{ locations: [0, 1], count: 1, pid: 1, tid: 1, comm: "x" }],
+    };
+    const { dictionary } = decodeRequest(encodeOtlpProfiles(garbage, { resourceAttributes, scope }));
+    assert.equal(dictionary.location_table[1]!.address, "0");
+    assert.equal(
+      BigInt(dictionary.location_table[2]!.address),
+      BigInt(7954874471547430000),
+      "the double, exactly",
+    );
+  }),
+);
+
+Deno.test("encodeOtlpProfiles() refuses references to missing locations and mappings", () => {
+  assert.throws(
+    () =>
+      encodeOtlpProfiles({ ...profile, samples: [{ locations: [99], count: 1, pid: 1, tid: 1, comm: "" }] }, {
+        resourceAttributes,
+        scope,
+      }),
+    /Cannot encode OTLP profiles: sample 0 refers to location 99 of 8/,
+  );
+  assert.throws(
+    () =>
+      encodeOtlpProfiles({
+        ...profile,
+        locations: [{ kind: "native", mapping: 5, address: 1, functionName: "f", sourceFile: "", line: 0 }],
+        samples: [],
+      }, { resourceAttributes, scope }),
+    /Cannot encode OTLP profiles: location 0 refers to mapping 5 of 3/,
+  );
+});

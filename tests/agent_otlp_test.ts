@@ -1,0 +1,534 @@
+// End-to-end tests of `omniprof agent`: the agent samples the whole system while the chain workload runs
+// and exports to local test receivers (OTLP/HTTP and OTLP/gRPC) that decode every request with the
+// published OpenTelemetry .proto files. The receivers go down and come back; the agent must lose no
+// profile younger than its buffer limit, report what it dropped, and on SIGTERM send what it holds and
+// exit 0. Needs root and BTF, and the .proto files beside the repository; says so when it skips.
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import { gunzipSync } from "node:zlib";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
+import { buildWorkload, hasChain, REPO_ROOT, tempDir, tracingUnavailable } from "./helpers.ts";
+import {
+  decodeRequest,
+  encodeResponse,
+  type FlatSample,
+  flattenRequest,
+  otelProtoUnavailable,
+} from "./otlp_schema.ts";
+
+const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
+const GRPC_PATH = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+
+const skip = tracingUnavailable() ?? otelProtoUnavailable();
+
+function agentTest(name: string, fn: () => Promise<void>): Deno.TestDefinition {
+  if (skip) console.log(`SKIP ${name}: ${skip}`);
+  return { name, ignore: skip !== null, fn, sanitizeResources: false, sanitizeOps: false };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function waitFor(what: string, timeoutMs: number, condition: () => boolean): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** One export request as a receiver saw it. */
+interface Received {
+  samples: FlatSample[];
+  /** time_unix_nano of the profiles in ms (all profiles of one request share the interval). */
+  startMs: number;
+  durationMs: number;
+  gzippedBytes: number;
+  headers: Record<string, string>;
+}
+
+function toReceived(body: Uint8Array, headers: Record<string, string>): Received {
+  const samples = flattenRequest(decodeRequest(gunzipSync(body)));
+  const first = samples[0];
+  return {
+    samples,
+    // Rounded as the agent rounds the start it logs.
+    startMs: first ? Number((first.timeUnixNano + 500_000n) / 1_000_000n) : 0,
+    durationMs: first ? Number((first.durationNano + 500_000n) / 1_000_000n) : 0,
+    gzippedBytes: body.length,
+    headers,
+  };
+}
+
+/** An OTLP/HTTP receiver on 127.0.0.1 that can be taken down and brought back on the same port. */
+class HttpReceiver {
+  received: Received[] = [];
+  port = 0;
+  #server: Deno.HttpServer | null = null;
+
+  start(): void {
+    this.#server = Deno.serve(
+      { hostname: "127.0.0.1", port: this.port, onListen: () => {} },
+      async (request) => {
+        const url = new URL(request.url);
+        if (request.method !== "POST" || url.pathname !== "/v1development/profiles") {
+          return new Response("not found", { status: 404 });
+        }
+        const body = new Uint8Array(await request.arrayBuffer());
+        this.received.push(toReceived(body, Object.fromEntries(request.headers)));
+        return new Response(encodeResponse() as Uint8Array<ArrayBuffer>, {
+          headers: { "content-type": "application/x-protobuf" },
+        });
+      },
+    );
+    this.port = (this.#server.addr as Deno.NetAddr).port;
+  }
+
+  async stop(): Promise<void> {
+    await this.#server?.shutdown();
+    this.#server = null;
+  }
+}
+
+/** An OTLP/gRPC receiver (cleartext HTTP/2) that can answer UNAVAILABLE. */
+class GrpcReceiver {
+  received: Received[] = [];
+  unavailable = 0;
+  down = false;
+  port = 0;
+  #server = http2.createServer();
+
+  async start(): Promise<void> {
+    this.#server.on("stream", (stream, headers) => {
+      const chunks: Uint8Array[] = [];
+      stream.on("data", (chunk: Uint8Array) => chunks.push(chunk));
+      stream.on("end", () => {
+        if (headers[":path"] !== GRPC_PATH) {
+          stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "12" }, {
+            endStream: true,
+          });
+          return;
+        }
+        if (this.down) {
+          this.unavailable++;
+          // A trailers-only response, as gRPC servers answer when they refuse a call outright.
+          stream.respond({
+            ":status": 200,
+            "content-type": "application/grpc",
+            "grpc-status": "14",
+            "grpc-message": "down for the test",
+          }, { endStream: true });
+          return;
+        }
+        const framed = Buffer.concat(chunks);
+        const compressed = framed[0] === 1;
+        const length = framed.readUInt32BE(1);
+        assert.equal(length, framed.length - 5, "one length-prefixed message");
+        assert.ok(compressed, "the message is compressed");
+        const flat: Record<string, string> = {};
+        for (const [key, value] of Object.entries(headers)) if (typeof value === "string") flat[key] = value;
+        this.received.push(toReceived(framed.subarray(5), flat));
+        const response = encodeResponse();
+        const out = Buffer.alloc(5 + response.length);
+        out.writeUInt32BE(response.length, 1);
+        out.set(response, 5);
+        stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+        stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+        stream.end(out);
+      });
+    });
+    await new Promise<void>((resolve) => this.#server.listen(0, "127.0.0.1", resolve));
+    this.port = (this.#server.address() as { port: number }).port;
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+/** The agent as a child process, with its output collected as it comes. */
+class AgentProcess {
+  readonly child: Deno.ChildProcess;
+  output = "";
+  #reading: Promise<void>[];
+
+  constructor(args: string[]) {
+    this.child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${REPO_ROOT}main.ts`, "agent", ...args],
+      cwd: REPO_ROOT,
+      env: { OMNIPROF_LOG: "info" },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#reading = [this.child.stdout, this.child.stderr].map(async (stream) => {
+      for await (const text of stream.pipeThrough(new TextDecoderStream())) this.output += text;
+    });
+  }
+
+  /** Resident memory of the agent, KiB. */
+  rssKiB(): number {
+    const status = Deno.readTextFileSync(`/proc/${this.child.pid}/status`);
+    return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN);
+  }
+
+  async exit(): Promise<number> {
+    const status = await this.child.status;
+    await Promise.all(this.#reading);
+    return status.code;
+  }
+
+  /** Intervals the agent logged as queued for export, by sequence number: their start (ISO). */
+  intervals(): Map<number, string> {
+    const out = new Map<number, string>();
+    for (const match of this.output.matchAll(/interval (\d+) from "([^"]+)": \d+ samples/g)) {
+      out.set(Number(match[1]), match[2]!);
+    }
+    return out;
+  }
+
+  /** Intervals the agent logged as dropped. */
+  dropped(): number[] {
+    return [...this.output.matchAll(/dropped interval (\d+) that started at/g)].map((m) => Number(m[1]));
+  }
+
+  summary(): { sent: number; dropped: number; unsent: number } {
+    const match =
+      /stopped after \d+ intervals: (\d+) profiles sent, (\d+) dropped, \d+ rejected, (\d+) unsent/
+        .exec(this.output);
+    assert.ok(match, `the agent logs a summary:\n${this.output}`);
+    return { sent: Number(match[1]), dropped: Number(match[2]), unsent: Number(match[3]) };
+  }
+}
+
+/** A cgroup v2 hierarchy this test may create cgroups in, or null. */
+function unifiedCgroupRoot(): string | null {
+  const mounts = Deno.readTextFileSync("/proc/mounts").split("\n").map((line) => line.split(" "));
+  for (const path of ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]) {
+    if (mounts.some((m) => m[1] === path && m[2] === "cgroup2")) return path;
+  }
+  return null;
+}
+
+/**
+ * Starts the chain workload, inside a cgroup named like a containerd container when the machine allows,
+ * so that the export must carry its container id.
+ */
+async function startWorkload(seconds: number) {
+  const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+  const child = new Deno.Command(chain, { args: [String(seconds)], stdout: "null" }).spawn();
+  const containerId = Array.from(
+    crypto.getRandomValues(new Uint8Array(32)),
+    (b) => b.toString(16).padStart(2, "0"),
+  )
+    .join("");
+  const root = unifiedCgroupRoot();
+  const base = root === null ? null : `${root}/omniprof-agent-test-${child.pid}`;
+  const leaf = `${base}/kubepods.slice/cri-containerd-${containerId}.scope`;
+  let inContainer = false;
+  if (base !== null) {
+    try {
+      Deno.mkdirSync(leaf, { recursive: true });
+      Deno.writeTextFileSync(`${leaf}/cgroup.procs`, `${child.pid}\n`);
+      inContainer = true;
+    } catch (error) {
+      console.log(`the workload runs outside a container cgroup: ${error}`);
+    }
+  } else console.log("no cgroup v2 hierarchy: the workload runs outside a container cgroup");
+  return {
+    chain,
+    child,
+    containerId: inContainer ? containerId : null,
+    async stop() {
+      child.kill();
+      await child.status;
+      if (base === null) return;
+      for (const dir of [leaf, `${base}/kubepods.slice`, base]) {
+        try {
+          Deno.removeSync(dir);
+        } catch {
+          // not created
+        }
+      }
+    },
+  };
+}
+
+function workloadSamples(received: Received[], pid: number): FlatSample[] {
+  return received.flatMap((r) => r.samples).filter((s) => s.resource["process.pid"] === pid);
+}
+
+/** The export of the workload carries its chain, frame types and resource attributes. */
+function checkWorkloadExport(
+  received: Received[],
+  workload: { chain: string; child: Deno.ChildProcess; containerId: string | null },
+): void {
+  const ours = workloadSamples(received, workload.child.pid);
+  const total = ours.reduce((sum, s) => sum + s.values[0]!, 0);
+  const complete = ours.filter((s) => hasChain(s.frames, ["main", "a", "b", "c"]));
+  const completeCount = complete.reduce((sum, s) => sum + s.values[0]!, 0);
+  console.log(`workload: ${completeCount}/${total} exported samples with main;a;b;c`);
+  assert.ok(total >= 20, `the workload's samples are exported (${total})`);
+  assert.ok(completeCount / total >= 0.9, `${completeCount}/${total} samples have main;a;b;c`);
+  for (const sample of complete) {
+    const at = sample.frames.indexOf("main");
+    assert.deepEqual(sample.frameTypes.slice(at, at + 4), ["native", "native", "native", "native"]);
+    // Kernel frames (an interrupt or a syscall under c) come after the user frames, and only they.
+    const firstKernel = sample.frameTypes.indexOf("kernel");
+    if (firstKernel >= 0) assert.ok(sample.frameTypes.slice(firstKernel).every((t) => t === "kernel"));
+    assert.equal(sample.attributes["thread.id"], workload.child.pid);
+    assert.equal(sample.attributes["thread.name"], "chain-fp");
+  }
+  const resource = ours[0]!.resource;
+  assert.equal(resource["host.name"], Deno.hostname());
+  assert.equal(resource["os.type"], "linux");
+  assert.equal(resource["process.executable.path"], workload.chain);
+  assert.equal(resource["process.executable.name"], "chain-fp");
+  assert.equal(resource["container.id"] ?? null, workload.containerId);
+  // The whole system is sampled: kernel frames of some process are typed as such.
+  const all = received.flatMap((r) => r.samples);
+  assert.ok(all.some((s) => s.frameTypes.includes("kernel")), "kernel frames are exported with their type");
+  assert.ok(new Set(all.map((s) => s.resource["process.pid"])).size > 1, "other processes are exported too");
+}
+
+Deno.test(
+  agentTest(
+    "agent exports over OTLP/HTTP, survives the endpoint going down, and drains on SIGTERM",
+    async () => {
+      const workload = await startWorkload(60);
+      const receiver = new HttpReceiver();
+      receiver.start();
+      const limit = 3;
+      const agent = new AgentProcess([
+        "--otlp-endpoint",
+        `http://127.0.0.1:${receiver.port}`,
+        "--interval",
+        "1",
+        "-F",
+        "49",
+        "--buffer-limit",
+        String(limit),
+      ]);
+      try {
+        const launched = performance.now();
+        await waitFor(
+          "two exports with the workload",
+          30_000,
+          () =>
+            receiver.received.filter((r) =>
+              r.samples.some((s) => s.resource["process.pid"] === workload.child.pid)
+            )
+              .length >= 2,
+        );
+        console.log(`first exports after ${((performance.now() - launched) / 1000).toFixed(1)} s`);
+        checkWorkloadExport(receiver.received, workload);
+        const headers = receiver.received[0]!.headers;
+        assert.equal(headers["content-type"], "application/x-protobuf");
+        assert.equal(headers["content-encoding"], "gzip");
+        const sizes = receiver.received.map((r) => r.gzippedBytes);
+        console.log(`export sizes (gzip): ${sizes.join(", ")} bytes`);
+
+        // The endpoint goes away (connection refused) for about six intervals.
+        await receiver.stop();
+        const before = receiver.received.length;
+        const rssBefore = agent.rssKiB();
+        await sleep(6500);
+        const rssDown = agent.rssKiB();
+        console.log(`agent RSS: ${rssBefore} KiB before the outage, ${rssDown} KiB after 6.5 s of it`);
+        assert.equal(receiver.received.length, before);
+        assert.ok(
+          agent.dropped().length > 0,
+          `drops are reported once the limit is exceeded:\n${agent.output}`,
+        );
+
+        receiver.start(); // same port
+        await waitFor("the held profiles", 15_000, () => {
+          const intervals = agent.intervals();
+          const dropped = new Set(agent.dropped());
+          const expected = [...intervals.keys()].filter((seq) => !dropped.has(seq));
+          return receiver.received.length >= expected.length && expected.length > before + limit;
+        });
+        agent.child.kill("SIGTERM");
+        assert.equal(await agent.exit(), 0, agent.output);
+
+        // Every interval logged is either received or reported dropped, never both, never twice.
+        const intervals = agent.intervals();
+        const byStart = new Map([...intervals].map(([seq, start]) => [Date.parse(start), seq]));
+        const receivedSeqs = receiver.received.map((r) => byStart.get(r.startMs));
+        assert.ok(
+          receivedSeqs.every((seq) => seq !== undefined),
+          "every received profile is a logged interval",
+        );
+        assert.equal(new Set(receivedSeqs).size, receivedSeqs.length, "no interval is received twice");
+        const dropped = agent.dropped();
+        assert.deepEqual(
+          [...receivedSeqs as number[], ...dropped].sort((a, b) => a - b),
+          [...intervals.keys()].sort((a, b) => a - b),
+          "received + dropped = every interval",
+        );
+        // Only the oldest go: the drops are one run, and the `limit` intervals after it all arrived.
+        const firstDrop = Math.min(...dropped);
+        const lastDrop = Math.max(...dropped);
+        assert.equal(lastDrop - firstDrop + 1, dropped.length, `one run of drops: ${dropped}`);
+        for (let seq = lastDrop + 1; seq <= lastDrop + limit; seq++) {
+          assert.ok(receivedSeqs.includes(seq), `interval ${seq}, younger than the buffer limit, arrived`);
+        }
+        const summary = agent.summary();
+        assert.deepEqual(summary, { sent: receivedSeqs.length, dropped: dropped.length, unsent: 0 });
+        // Intervals are contiguous: each starts where the previous one ended (to the ms of the log).
+        const ordered = [...receiver.received].sort((a, b) => a.startMs - b.startMs);
+        const last = ordered.at(-1)!;
+        assert.equal(
+          byStart.get(last.startMs),
+          Math.max(...intervals.keys()),
+          "the last, partial interval is sent",
+        );
+        console.log(
+          `intervals: ${intervals.size} taken, ${receivedSeqs.length} received, ${dropped.length} dropped ` +
+            `(${dropped.join(", ")}), last one ${last.durationMs} ms long`,
+        );
+      } finally {
+        try {
+          agent.child.kill("SIGKILL");
+        } catch {
+          // exited
+        }
+        await agent.exit();
+        await receiver.stop();
+        await workload.stop();
+      }
+    },
+  ),
+);
+
+Deno.test(
+  agentTest(
+    "agent exports over OTLP/gRPC, retries UNAVAILABLE, and sends what it holds on SIGTERM",
+    async () => {
+      const workload = await startWorkload(60);
+      const receiver = new GrpcReceiver();
+      await receiver.start();
+      const agent = new AgentProcess([
+        "--otlp-endpoint",
+        `http://127.0.0.1:${receiver.port}`,
+        "--protocol",
+        "grpc",
+        "--interval",
+        "1",
+        "-F",
+        "49",
+        "--buffer-limit",
+        "20",
+        "--shutdown-timeout",
+        "8",
+      ]);
+      try {
+        await waitFor(
+          "two exports with the workload",
+          30_000,
+          () =>
+            receiver.received.filter((r) =>
+              r.samples.some((s) => s.resource["process.pid"] === workload.child.pid)
+            )
+              .length >= 2,
+        );
+        checkWorkloadExport(receiver.received, workload);
+        const headers = receiver.received[0]!.headers;
+        assert.match(headers["content-type"]!, /^application\/grpc/);
+        assert.equal(headers["grpc-encoding"], "gzip");
+        assert.equal(headers["te"], "trailers");
+
+        // UNAVAILABLE for three intervals, then back.
+        receiver.down = true;
+        await sleep(3000);
+        assert.ok(receiver.unavailable > 0);
+        receiver.down = false;
+        await waitFor("the held profiles", 10_000, () => receiver.received.length >= agent.intervals().size);
+
+        // Down again, then SIGTERM: the agent keeps retrying through the shutdown window and delivers once the
+        // endpoint is back.
+        receiver.down = true;
+        await sleep(1500);
+        agent.child.kill("SIGTERM");
+        await sleep(1500);
+        receiver.down = false;
+        const stopping = performance.now();
+        assert.equal(await agent.exit(), 0, agent.output);
+        console.log(
+          `exited ${((performance.now() - stopping) / 1000).toFixed(1)} s after the endpoint came back`,
+        );
+        const intervals = agent.intervals();
+        const starts = new Set(receiver.received.map((r) => r.startMs));
+        assert.equal(starts.size, receiver.received.length, "no interval is received twice");
+        for (const [seq, start] of intervals) {
+          assert.ok(starts.has(Date.parse(start)), `interval ${seq} arrived`);
+        }
+        assert.deepEqual(agent.summary(), { sent: intervals.size, dropped: 0, unsent: 0 });
+        console.log(
+          `gRPC: ${intervals.size} intervals sent, ${receiver.unavailable} UNAVAILABLE answers retried`,
+        );
+      } finally {
+        try {
+          agent.child.kill("SIGKILL");
+        } catch {
+          // exited
+        }
+        await agent.exit();
+        await receiver.stop();
+        await workload.stop();
+      }
+    },
+  ),
+);
+
+Deno.test(
+  agentTest("agent --pprof-dir writes each interval as a pprof file, without a collector", async () => {
+    const workload = await startWorkload(30);
+    const dir = tempDir();
+    const agent = new AgentProcess(["--pprof-dir", dir, "--interval", "0.5", "-F", "49"]);
+    try {
+      await waitFor(
+        "three pprof files",
+        30_000,
+        () => [...Deno.readDirSync(dir)].filter((entry) => entry.name.endsWith(".pb.gz")).length >= 3,
+      );
+      agent.child.kill("SIGTERM");
+      assert.equal(await agent.exit(), 0, agent.output);
+      const files = [...Deno.readDirSync(dir)].map((entry) => entry.name).sort();
+      assert.ok(files.every((name) => /^omniprof-\d{8}T\d{6}\.\d{3}Z\.pb\.gz$/.test(name)), files.join(" "));
+      assert.equal(files.length, agent.intervals().size, "one file per interval with samples");
+      let chainSamples = 0;
+      let previousEnd = 0;
+      for (const name of files) {
+        const profile = decodePprof(Deno.readFileSync(`${dir}/${name}`));
+        if (previousEnd !== 0) {
+          assert.ok(Math.abs(profile.startTimeNs - previousEnd) < 2e6, "intervals are contiguous");
+        }
+        previousEnd = profile.startTimeNs + profile.durationNs;
+        for (const sample of profile.samples) {
+          if (sample.pid !== workload.child.pid) continue;
+          const frames = sample.locations.map((index) => profile.locations[index]!.functionName).reverse();
+          if (hasChain(frames, ["main", "a", "b", "c"])) chainSamples += sample.count;
+        }
+      }
+      console.log(`${files.length} pprof files, ${chainSamples} samples of main;a;b;c`);
+      assert.ok(chainSamples >= 10, `${chainSamples} samples of the chain`);
+      assert.match(
+        agent.output,
+        new RegExp(
+          `stopped after \\d+ intervals: 0 profiles sent, 0 dropped, 0 rejected, 0 unsent, ${files.length} pprof files`,
+        ),
+      );
+      assert.equal([...Deno.readDirSync(dir)].filter((entry) => entry.name.endsWith(".tmp")).length, 0);
+    } finally {
+      try {
+        agent.child.kill("SIGKILL");
+      } catch {
+        // exited
+      }
+      await agent.exit();
+      await workload.stop();
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);

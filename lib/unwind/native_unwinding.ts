@@ -1,0 +1,221 @@
+/**
+ * Keeps the BPF native unwinder's view of processes up to date: when the process manager (re)reads a
+ * process, each executable file it maps gets its stack deltas loaded (once per file, shared by every
+ * process, reference-counted, dropped when no process maps it any more) and the process's address
+ * ranges are installed in the LPM trie. Files without usable CFI, anonymous memory (JIT code) and the
+ * vdso are installed with file id 0, which tells the unwinder to follow frame pointers there.
+ *
+ * @example
+ * ```ts ignore
+ * const unwinding = new NativeUnwinding(tracer.object);
+ * const processes = new ProcessManager({ listener: unwinding });
+ * ```
+ *
+ * @module
+ */
+import { getLogger } from "@logtape/logtape";
+import type { BpfMap } from "../bpf/map.ts";
+import type { BpfObject } from "../bpf/object.ts";
+import { u32Key } from "../bpf/map.ts";
+import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
+import type { Prefix } from "../lpm/prefixes.ts";
+import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
+import type { Pid } from "../types.ts";
+import { UnwindProgram } from "../../support/types.ts";
+import { PidPageMappings } from "./pid_page_mappings.ts";
+import { StackDeltaMaps } from "./stack_delta_maps.ts";
+import { buildStackDeltas, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
+import { extractUnwindTable } from "./unwind_table.ts";
+
+const logger = getLogger(["omniprof", "unwind"]);
+const PF_X = 1;
+const USER_SPACE_END = 2 ** 47;
+
+interface LoadedFile {
+  readonly id: number;
+  readonly file: MappedFile;
+  readonly segments: readonly LoadSegment[];
+  /** null: the file could not be read; its mappings use frame pointers. */
+  readonly deltas: StackDeltaFile | null;
+  references: number;
+}
+
+interface Installed {
+  readonly prefixes: Prefix[];
+  readonly file: LoadedFile | null;
+}
+
+/** Counters for `check`, the status line and benchmarks. */
+export interface NativeUnwindingStats {
+  filesLoaded: number;
+  filesFailed: number;
+  /** Bytes of BPF map memory for stack deltas. */
+  deltaBytes: number;
+  /** Entries in the pid/page trie. */
+  trieEntries: number;
+  /** Total ms spent extracting and loading deltas. */
+  loadMs: number;
+}
+
+/** The native unwinder's process and file state in BPF. */
+export class NativeUnwinding implements ProcessListener {
+  #deltaMaps: StackDeltaMaps;
+  #trie: PidPageMappings;
+  #knownPids: BpfMap;
+  #files = new Map<string, LoadedFile>();
+  #byId = new Map<number, MappedFile>();
+  #installed = new Map<Pid, Installed[]>();
+  #nextId = 1;
+  #filesFailed = 0;
+  #loadMs = 0;
+
+  constructor(object: BpfObject) {
+    this.#deltaMaps = new StackDeltaMaps(object);
+    this.#trie = new PidPageMappings(object.map("pid_page_to_mapping_info"));
+    this.#knownPids = object.map("known_pids");
+  }
+
+  /** The file behind a file id found in a trace. */
+  fileById(id: number): MappedFile | undefined {
+    return this.#byId.get(id);
+  }
+
+  get stats(): NativeUnwindingStats {
+    return {
+      filesLoaded: this.#files.size,
+      filesFailed: this.#filesFailed,
+      deltaBytes: this.#deltaMaps.bytes,
+      trieEntries: this.#trie.entries,
+      loadMs: this.#loadMs,
+    };
+  }
+
+  onMappings(pid: Pid, mappings: readonly ResolvedMapping[]): void {
+    const previous = this.#installed.get(pid) ?? [];
+    // Install the new view before removing the old one: the unwinder never sees the process unmapped.
+    const next: Installed[] = [];
+    const pending: { mapping: ResolvedMapping; loaded: LoadedFile | null }[] = [];
+    for (const mapping of mappings) {
+      // [vsyscall] sits in kernel space (and is never unwound through).
+      if (mapping.end > USER_SPACE_END) continue;
+      const loaded = mapping.file.kind !== "anonymous" ? this.#load(mapping.file) : null;
+      if (loaded) loaded.references++;
+      pending.push({ mapping, loaded });
+    }
+    this.#remove(pid, previous);
+    for (const { mapping, loaded } of pending) {
+      let fileId = 0;
+      let bias = 0;
+      if (loaded?.deltas) {
+        const segmentBias = biasOf(mapping, loaded.segments);
+        if (segmentBias !== null && segmentBias >= 0) {
+          fileId = loaded.id;
+          bias = segmentBias;
+        }
+      }
+      try {
+        const prefixes = this.#trie.install(
+          pid,
+          mapping.start,
+          mapping.end,
+          fileId,
+          bias,
+          UnwindProgram.Native,
+        );
+        next.push({ prefixes, file: loaded });
+      } catch (error) {
+        logger.warn("Cannot install mapping {path} of {pid}: {error}", {
+          path: mapping.path,
+          pid,
+          error: String(error),
+        });
+        if (loaded) this.#release(loaded);
+      }
+    }
+    this.#installed.set(pid, next);
+    this.#knownPids.update(u32Key(pid), new Uint8Array([1]));
+  }
+
+  onPreload(file: MappedFile): void {
+    // Kept for the whole session: one extra reference that is never released.
+    const loaded = file.kind !== "anonymous" ? this.#load(file) : null;
+    if (loaded) loaded.references++;
+  }
+
+  onExit(pid: Pid): void {
+    this.#remove(pid, this.#installed.get(pid) ?? []);
+    this.#installed.delete(pid);
+    this.#knownPids.delete(u32Key(pid));
+  }
+
+  #remove(pid: Pid, installed: readonly Installed[]): void {
+    for (const entry of installed) {
+      this.#trie.remove(pid, entry.prefixes);
+      if (entry.file) this.#release(entry.file);
+    }
+  }
+
+  #release(loaded: LoadedFile): void {
+    if (--loaded.references > 0) return;
+    if (loaded.deltas) this.#deltaMaps.unload(loaded.id, loaded.deltas);
+    this.#files.delete(loaded.file.key);
+    // The id stays resolvable: traces already drained may still name it.
+  }
+
+  #load(file: MappedFile): LoadedFile | null {
+    const known = this.#files.get(file.key);
+    if (known) return known;
+    if (file.openPath === null) return null;
+    const started = performance.now();
+    const id = this.#nextId++;
+    let segments: readonly LoadSegment[] = [];
+    let deltas: StackDeltaFile | null = null;
+    try {
+      using elf = ElfFile.open(file.openPath);
+      segments = elf.loadSegments;
+      const table = extractUnwindTable(elf);
+      if (table.length > 0) {
+        deltas = buildStackDeltas(table, this.#deltaMaps.registry);
+      } else {
+        // No CFI at all (some hand-written or Go code): follow frame pointers in its code.
+        const code = segments.filter((segment) => segment.flags & PF_X);
+        const start = Math.min(...code.map((segment) => segment.vaddr));
+        const end = Math.max(...code.map((segment) => segment.vaddr + segment.memsz));
+        deltas = code.length > 0 ? framePointerDeltas(start, end) : null;
+      }
+      if (deltas) this.#deltaMaps.load(id, deltas);
+    } catch (error) {
+      this.#filesFailed++;
+      deltas = null;
+      logger.warn("Cannot load unwind tables of {path}: {error}; using frame pointers there", {
+        path: file.path,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+    const elapsed = performance.now() - started;
+    this.#loadMs += elapsed;
+    logger.debug("Loaded unwind tables of {path}: {rows} rows in {ms} ms", {
+      path: file.path,
+      rows: deltas?.count ?? 0,
+      ms: elapsed.toFixed(1),
+    });
+    const loaded: LoadedFile = { id, file, segments, deltas, references: 0 };
+    this.#files.set(file.key, loaded);
+    this.#byId.set(id, file);
+    return loaded;
+  }
+}
+
+/** address - bias = ELF virtual address, through the PT_LOAD that holds the mapping's file offset. */
+function biasOf(mapping: ResolvedMapping, segments: readonly LoadSegment[]): number | null {
+  for (const segment of segments) {
+    // Segments are mapped from the page that holds their first byte.
+    const pageStart = segment.offset - (segment.offset % 4096);
+    if (
+      mapping.fileOffset >= pageStart && mapping.fileOffset < segment.offset + Math.max(segment.filesz, 1)
+    ) {
+      return mapping.start - (mapping.fileOffset - segment.offset + segment.vaddr);
+    }
+  }
+  return null;
+}

@@ -1,0 +1,80 @@
+/**
+ * The `pid_page_to_mapping_info` LPM trie: for each process, which address ranges belong to which file,
+ * with the bias that turns an address into the file's ELF virtual address and the unwind program to
+ * run there. A mapping becomes a few aligned prefixes (lib/lpm/prefixes.ts); keys hold the pid and the
+ * address big-endian so that a prefix of the key's bits is a prefix of (pid, address).
+ *
+ * @module
+ */
+import type { BpfMap } from "../bpf/map.ts";
+import { type Prefix, prefixesForRange } from "../lpm/prefixes.ts";
+import type { Pid } from "../types.ts";
+import { encodeBiasAndUnwindProgram } from "../../support/bias_and_unwind_program.ts";
+import {
+  pidPageMappingInfoLayout,
+  pidPageMappingKeyLayout,
+  StackDeltaConstants,
+} from "../../support/types.ts";
+
+const PID_BITS = StackDeltaConstants.BitWidthPid;
+const ADDRESS_BITS = StackDeltaConstants.BitWidthPage;
+
+/** Writes and removes a process's entries of the trie. */
+export class PidPageMappings {
+  #map: BpfMap;
+  #key = new Uint8Array(pidPageMappingKeyLayout.sizeof);
+  #keyView = new DataView(this.#key.buffer);
+  #value = new Uint8Array(pidPageMappingInfoLayout.sizeof);
+  #valueView = new DataView(this.#value.buffer);
+  /** Entries currently in the trie. */
+  entries = 0;
+
+  constructor(map: BpfMap) {
+    this.#map = map;
+  }
+
+  /** Maps [start, end) of `pid` to `fileId` with `bias` and `unwindProgram`; returns the prefixes used. */
+  install(
+    pid: Pid,
+    start: number,
+    end: number,
+    fileId: number,
+    bias: number,
+    unwindProgram: number,
+  ): Prefix[] {
+    const prefixes = prefixesForRange(start, end, ADDRESS_BITS);
+    writeU64(this.#valueView, pidPageMappingInfoLayout.file_id.offset, fileId);
+    this.#value.set(
+      encodeBiasAndUnwindProgram(bias, unwindProgram),
+      pidPageMappingInfoLayout.bias_and_unwind_program.offset,
+    );
+    for (const prefix of prefixes) {
+      this.#setKey(pid, prefix);
+      this.#map.update(this.#key, this.#value);
+      this.entries++;
+    }
+    return prefixes;
+  }
+
+  /** Removes prefixes installed for `pid`. */
+  remove(pid: Pid, prefixes: readonly Prefix[]): void {
+    for (const prefix of prefixes) {
+      this.#setKey(pid, prefix);
+      if (this.#map.delete(this.#key)) this.entries--;
+    }
+  }
+
+  #setKey(pid: Pid, prefix: Prefix): void {
+    const view = this.#keyView;
+    view.setUint32(pidPageMappingKeyLayout.prefix_len.offset, PID_BITS + prefix.length, true);
+    view.setUint32(pidPageMappingKeyLayout.pid_be.offset, pid, false);
+    const page = pidPageMappingKeyLayout.page_be.offset;
+    view.setUint32(page, Math.floor(prefix.value / 0x100000000), false);
+    view.setUint32(page + 4, prefix.value % 0x100000000, false);
+  }
+}
+
+function writeU64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, value % 0x100000000, true);
+  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
+}

@@ -1,0 +1,137 @@
+/**
+ * Writes files' stack deltas into the BPF maps the native unwinder reads: the global rule array
+ * (unwind_info_array), the page index (stack_delta_page_to_info) and, per file, an array of rows put into
+ * the hash-of-maps of its bucket size (exe_id_to_<N>_stack_deltas) under the file's id.
+ *
+ * @example
+ * ```ts ignore
+ * const maps = new StackDeltaMaps(object);
+ * maps.load(7, buildStackDeltas(table, maps.registry));
+ * maps.unload(7, deltas);
+ * ```
+ *
+ * @module
+ */
+import type { BpfObject } from "../bpf/object.ts";
+import {
+  BPF_F_INNER_MAP,
+  BPF_F_MMAPABLE,
+  BPF_MAP_TYPE_ARRAY,
+  createMap,
+  u32Key,
+  writeMmapableArray,
+} from "../bpf/map.ts";
+import { libc } from "../sys/libc.ts";
+import {
+  StackDeltaConstants,
+  stackDeltaLayout,
+  stackDeltaPageInfoLayout,
+  stackDeltaPageKeyLayout,
+  unwindInfoLayout,
+} from "../../support/types.ts";
+import { type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
+
+/** The stack-delta maps of one loaded BPF object. */
+export class StackDeltaMaps {
+  readonly registry: UnwindInfoRegistry;
+  #object: BpfObject;
+  /** Bytes of BPF map memory held for deltas (arrays and page entries), for reporting. */
+  bytes = 0;
+
+  constructor(object: BpfObject) {
+    this.#object = object;
+    const rules = object.map("unwind_info_array");
+    const value = new Uint8Array(unwindInfoLayout.sizeof);
+    const view = new DataView(value.buffer);
+    this.registry = new UnwindInfoRegistry(
+      rules.maxEntries,
+      (index, opcode, fpOpcode, merge, param, fpParam) => {
+        value.fill(0);
+        view.setUint8(unwindInfoLayout.opcode.offset, opcode);
+        view.setUint8(unwindInfoLayout.fp_opcode.offset, fpOpcode);
+        view.setUint8(unwindInfoLayout.merge_opcode.offset, merge);
+        view.setInt32(unwindInfoLayout.param.offset, param, true);
+        view.setInt32(unwindInfoLayout.fp_param.offset, fpParam, true);
+        rules.update(u32Key(index), value);
+        this.bytes += unwindInfoLayout.sizeof;
+      },
+    );
+  }
+
+  /** Makes the deltas of file `fileId` visible to the unwinder. */
+  load(fileId: number, deltas: StackDeltaFile): void {
+    const size = 2 ** deltas.bucket;
+    const inner = createMap(
+      BPF_MAP_TYPE_ARRAY,
+      `deltas_${fileId}`,
+      4,
+      stackDeltaLayout.sizeof,
+      size,
+      BPF_F_MMAPABLE | BPF_F_INNER_MAP,
+    );
+    try {
+      // The kernel lays array elements out 8-byte aligned, and so does the mapping.
+      const packed = new Uint32Array(deltas.count * (ARRAY_ELEMENT_SIZE / 4));
+      const rows = new Uint32Array(deltas.deltas.buffer, deltas.deltas.byteOffset, deltas.count);
+      const stride = ARRAY_ELEMENT_SIZE / 4;
+      for (let i = 0; i < deltas.count; i++) packed[stride * i] = rows[i]!;
+      writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
+      const value = new Uint8Array(4);
+      new DataView(value.buffer).setUint32(0, inner, true);
+      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(fileKey(fileId), value);
+    } finally {
+      // The outer map holds the array now.
+      libc().fn.close(inner);
+    }
+    this.bytes += size * ARRAY_ELEMENT_SIZE;
+    const pages = this.#object.map("stack_delta_page_to_info");
+    const key = new Uint8Array(stackDeltaPageKeyLayout.sizeof);
+    const keyView = new DataView(key.buffer);
+    const info = new Uint8Array(stackDeltaPageInfoLayout.sizeof);
+    const infoView = new DataView(info.buffer);
+    writeU64(keyView, stackDeltaPageKeyLayout.file_id.offset, fileId);
+    infoView.setUint16(stackDeltaPageInfoLayout.map_id.offset, deltas.bucket, true);
+    for (let i = 0; i < deltas.pages.length; i++) {
+      writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
+      infoView.setUint32(stackDeltaPageInfoLayout.first_delta.offset, deltas.pageFirst[i]!, true);
+      infoView.setUint16(stackDeltaPageInfoLayout.num_deltas.offset, deltas.pageCount[i]!, true);
+      pages.update(key, info);
+    }
+    this.bytes += deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
+  }
+
+  /** Removes a file's deltas (its rules stay in the shared array). */
+  unload(fileId: number, deltas: StackDeltaFile): void {
+    const pages = this.#object.map("stack_delta_page_to_info");
+    const key = new Uint8Array(stackDeltaPageKeyLayout.sizeof);
+    const keyView = new DataView(key.buffer);
+    writeU64(keyView, stackDeltaPageKeyLayout.file_id.offset, fileId);
+    for (let i = 0; i < deltas.pages.length; i++) {
+      writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
+      pages.delete(key);
+    }
+    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(fileKey(fileId));
+    this.bytes -= 2 ** deltas.bucket * ARRAY_ELEMENT_SIZE +
+      deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
+  }
+}
+
+/** The kernel rounds array elements up to 8 bytes. */
+const ARRAY_ELEMENT_SIZE = Math.ceil(stackDeltaLayout.sizeof / 8) * 8;
+
+/** Buckets hold 2^smallest..2^largest rows. */
+export const BUCKETS = {
+  smallest: StackDeltaConstants.StackDeltaBucketSmallest,
+  largest: StackDeltaConstants.StackDeltaBucketLargest,
+};
+
+function fileKey(fileId: number): Uint8Array<ArrayBuffer> {
+  const key = new Uint8Array(8);
+  writeU64(new DataView(key.buffer), 0, fileId);
+  return key;
+}
+
+function writeU64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, value % 0x100000000, true);
+  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
+}

@@ -1,0 +1,226 @@
+/**
+ * Turns a file's unwind table (one row per address where the rule changes, from .eh_frame) into the
+ * seed's compact stack deltas for the BPF unwinder:
+ * - rules are deduplicated into one global array shared by all files ({@linkcode UnwindInfoRegistry});
+ * - a row is 4 bytes: the address within its 64 KiB page and the rule's index (or a command);
+ * - a push or pop right after a row is merged into it (MERGE_OPCODE_NEGATIVE), which removes the
+ *   most common kind of row;
+ * - every page starts with the rule in force at its first byte, so the BPF side needs no look-back;
+ * - the file's rows go into the smallest bucket array of 2^8..2^23 entries that holds them.
+ *
+ * @example
+ * ```ts ignore
+ * const deltas = buildStackDeltas(extractUnwindTable(elf), registry);
+ * maps.load(fileId, deltas);
+ * ```
+ *
+ * @module
+ */
+import { CfaRule, FpRule, type UnwindTable } from "./unwind_table.ts";
+import { StackDeltaConstants, UnwindCommand, UnwindFpOpcode, UnwindOpcode } from "../../support/types.ts";
+
+const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
+/** Offsets below this pack into an exact numeric key (2^20 * 2^21 * 2^8 * 2^3 = 2^52). */
+const SMALL = 2 ** 19;
+const MAX_MERGE_DISTANCE = StackDeltaConstants.MergeOpcodeNegative - 1;
+
+/** A file's deltas, ready to be written to the BPF maps. */
+export interface StackDeltaFile {
+  /** Pairs (addr_low, unwind_info) for `count` rows, grouped by page in address order. */
+  readonly deltas: Uint16Array;
+  readonly count: number;
+  /** Per page: the page number (vaddr >> 16), its first row and its number of rows. */
+  readonly pages: Float64Array;
+  readonly pageFirst: Uint32Array;
+  readonly pageCount: Uint16Array;
+  /** log2 of the bucket array size that holds the rows (8..23). */
+  readonly bucket: number;
+  /** Rules that did not fit the global array and became INVALID rows. */
+  readonly droppedRules: number;
+}
+
+/** Receives each new rule so it can be written to the BPF map at its index. */
+export type UnwindInfoSink = (
+  index: number,
+  opcode: number,
+  fpOpcode: number,
+  mergeOpcode: number,
+  param: number,
+  fpParam: number,
+) => void;
+
+/** The global, deduplicated array of unwind rules. */
+export class UnwindInfoRegistry {
+  readonly capacity: number;
+  // Rules are looked up once per row, so the key is a number when the offsets are small (always, in
+  // practice) and a string only otherwise.
+  #indices = new Map<number | string, number>();
+  #sink: UnwindInfoSink;
+
+  constructor(capacity: number, sink: UnwindInfoSink) {
+    // Indices must stay below DELTA_COMMAND_FLAG, whose bit marks commands.
+    this.capacity = Math.min(capacity, StackDeltaConstants.DeltaCommandFlag);
+    this.#sink = sink;
+  }
+
+  /** Rules stored so far. */
+  get size(): number {
+    return this.#indices.size;
+  }
+
+  /** The index of a rule, adding it if new; -1 when the array is full. */
+  indexOf(opcode: number, fpOpcode: number, mergeOpcode: number, param: number, fpParam: number): number {
+    const key = Math.abs(param) < SMALL && Math.abs(fpParam) < SMALL
+      ? ((((param + SMALL) * 2 * SMALL + (fpParam + SMALL)) * 256 + mergeOpcode) * 4 + opcode) * 2 + fpOpcode
+      : `${opcode},${fpOpcode},${mergeOpcode},${param},${fpParam}`;
+    let index = this.#indices.get(key);
+    if (index !== undefined) return index;
+    if (this.#indices.size >= this.capacity) return -1;
+    index = this.#indices.size;
+    this.#sink(index, opcode, fpOpcode, mergeOpcode, param, fpParam);
+    this.#indices.set(key, index);
+    return index;
+  }
+}
+
+const COMMAND_OF_RULE: Record<number, number> = {
+  [CfaRule.Plt]: UnwindCommand.Plt,
+  [CfaRule.Signal]: UnwindCommand.Signal,
+  [CfaRule.Stop]: UnwindCommand.Stop,
+  [CfaRule.Invalid]: UnwindCommand.Invalid,
+};
+const INVALID = StackDeltaConstants.DeltaCommandFlag | UnwindCommand.Invalid;
+
+/**
+ * A file whose code has no CFI: one FRAME_POINTER command per page of [start, end) (ELF addresses), so
+ * the BPF unwinder follows rbp there instead of stopping.
+ */
+export function framePointerDeltas(start: number, end: number): StackDeltaFile {
+  const first = Math.floor(start / PAGE_SIZE);
+  const last = Math.floor((end - 1) / PAGE_SIZE);
+  const count = Math.max(0, last - first + 1);
+  const deltas = new Uint16Array(count * 2);
+  const pages = new Float64Array(count);
+  const pageFirst = new Uint32Array(count);
+  const pageCount = new Uint16Array(count).fill(1);
+  for (let i = 0; i < count; i++) {
+    deltas[2 * i + 1] = StackDeltaConstants.DeltaCommandFlag | UnwindCommand.FramePointer;
+    pages[i] = first + i;
+    pageFirst[i] = i;
+  }
+  return { deltas, count, pages, pageFirst, pageCount, bucket: bucketFor(count), droppedRules: 0 };
+}
+
+function bucketFor(count: number): number {
+  let bucket = StackDeltaConstants.StackDeltaBucketSmallest;
+  while (2 ** bucket < count) bucket++;
+  if (bucket > StackDeltaConstants.StackDeltaBucketLargest) {
+    throw new RangeError(`Cannot store ${count} stack deltas: more than 2^23 rows`);
+  }
+  return bucket;
+}
+
+/** Builds the deltas of one file from its unwind table. */
+export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistry): StackDeltaFile {
+  const { addresses, cfaRules, cfaOffsets, fpRules, fpOffsets, length } = table;
+  // Pass 1: rows -> (address, unwind_info), with merges. At most one entry per row.
+  const entryAddresses = new Float64Array(length);
+  const entryInfos = new Uint16Array(length);
+  // The rule in force at the end of an entry: differs from its info only for merged entries, and is
+  // what opens the following pages when the entry runs past its own.
+  const tailInfos = new Uint16Array(length);
+  let entries = 0;
+  let droppedRules = 0;
+  for (let i = 0; i < length; i++) {
+    const address = addresses[i]!;
+    const rule = cfaRules[i]!;
+    let info: number;
+    let tail: number;
+    if (rule === CfaRule.Rsp || rule === CfaRule.Rbp) {
+      const opcode = rule === CfaRule.Rsp ? UnwindOpcode.Sp : UnwindOpcode.Fp;
+      const fpOpcode = fpRules[i] === FpRule.CfaOffset ? UnwindFpOpcode.CfaOffset : UnwindFpOpcode.Unchanged;
+      const fpParam = fpOpcode === UnwindFpOpcode.CfaOffset ? fpOffsets[i]! : 0;
+      let merge = 0;
+      const next = i + 1;
+      if (
+        next < length && cfaRules[next] === rule && fpRules[next] === fpRules[i] &&
+        fpOffsets[next] === fpOffsets[i]
+      ) {
+        const distance = addresses[next]! - addresses[i]!;
+        const change = cfaOffsets[next]! - cfaOffsets[i]!;
+        if (
+          distance > 0 && distance <= MAX_MERGE_DISTANCE && (change === 8 || change === -8) &&
+          Math.floor(addresses[i]! / PAGE_SIZE) === Math.floor(addresses[next]! / PAGE_SIZE)
+        ) {
+          merge = distance | (change < 0 ? StackDeltaConstants.MergeOpcodeNegative : 0);
+        }
+      }
+      const index = registry.indexOf(opcode, fpOpcode, merge, cfaOffsets[i]!, fpParam);
+      const tailIndex = merge === 0
+        ? index
+        : registry.indexOf(opcode, fpOpcode, 0, cfaOffsets[i + 1]!, fpParam);
+      if (index < 0 || tailIndex < 0) {
+        droppedRules++;
+        info = tail = INVALID;
+      } else {
+        info = index;
+        tail = tailIndex;
+        if (merge !== 0) i++; // the next row is folded into this one
+      }
+    } else {
+      info = tail = StackDeltaConstants.DeltaCommandFlag | (COMMAND_OF_RULE[rule] ?? UnwindCommand.Invalid);
+    }
+    // Repeats of the rule in force add nothing (a merged entry is tied to its own address, so it is kept).
+    if (entries > 0 && info === tail && tailInfos[entries - 1] === info) continue;
+    // Two rows at one address (an empty FDE range): the later one is in force.
+    if (entries > 0 && entryAddresses[entries - 1] === address) entries--;
+    entryAddresses[entries] = address;
+    entryInfos[entries] = info;
+    tailInfos[entries] = tail;
+    entries++;
+  }
+
+  // Pass 2: spread entries over pages; each page starts with the rule in force at its first byte.
+  let capacity = Math.max(16, entries * 2);
+  let deltas = new Uint16Array(capacity * 2);
+  let count = 0;
+  const pageNumbers: number[] = [];
+  const pageFirsts: number[] = [];
+  const pageCounts: number[] = [];
+  const push = (page: number, low: number, info: number) => {
+    if (pageNumbers.length === 0 || pageNumbers[pageNumbers.length - 1] !== page) {
+      pageNumbers.push(page);
+      pageFirsts.push(count);
+      pageCounts.push(0);
+    }
+    if (count === capacity) {
+      capacity *= 2;
+      const grown = new Uint16Array(capacity * 2);
+      grown.set(deltas);
+      deltas = grown;
+    }
+    deltas[2 * count] = low;
+    deltas[2 * count + 1] = info;
+    count++;
+    pageCounts[pageCounts.length - 1]!++;
+  };
+  for (let e = 0; e < entries; e++) {
+    const start = entryAddresses[e]!;
+    const firstPage = Math.floor(start / PAGE_SIZE);
+    push(firstPage, start - firstPage * PAGE_SIZE, entryInfos[e]!);
+    const tail = tailInfos[e]!;
+    if (tail === INVALID || e + 1 >= entries) continue;
+    // A rule that runs into later pages opens each of them.
+    const lastPage = Math.floor((entryAddresses[e + 1]! - 1) / PAGE_SIZE);
+    for (let page = firstPage + 1; page <= lastPage; page++) push(page, 0, tail);
+  }
+  return {
+    deltas: deltas.subarray(0, count * 2),
+    count,
+    pages: Float64Array.from(pageNumbers),
+    pageFirst: Uint32Array.from(pageFirsts),
+    pageCount: Uint16Array.from(pageCounts),
+    bucket: bucketFor(count),
+    droppedRules,
+  };
+}

@@ -48,6 +48,93 @@ struct pid_filter_map {
   __type(value, struct pid_filter_value);
 };
 
+struct unwind_info_map {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, UNWIND_INFO_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, struct unwind_info);
+};
+
+// Hash maps that fill slowly (written by the host, per file or process) are not preallocated: their
+// full size would cost load time and memory up front.
+struct stack_delta_pages_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, STACK_DELTA_PAGES_MAX_ENTRIES);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, struct stack_delta_page_key);
+  __type(value, struct stack_delta_page_info);
+};
+
+struct pid_page_mappings_map {
+  __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+  __uint(max_entries, PID_PAGE_MAPPINGS_MAX_ENTRIES);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, struct pid_page_mapping_key);
+  __type(value, struct pid_page_mapping_info);
+};
+
+struct known_pids_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, KNOWN_PIDS_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, __u8);
+};
+
+struct reported_pids_map {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, __u64);
+};
+
+// A file's stack deltas: an array of 2^N entries, created by the host per file and put into the
+// bucket's hash-of-maps under the file id. The template is one entry: BPF_F_INNER_MAP (5.10+) lets the
+// real arrays be larger, so loading the object does not allocate a full-size array per bucket.
+#define STACK_DELTA_BUCKET(n)                                                                           \
+  struct stack_delta_inner_##n {                                                                        \
+    __uint(type, BPF_MAP_TYPE_ARRAY);                                                                   \
+    __uint(max_entries, 1);                                                                             \
+    __uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);                                                \
+    __type(key, __u32);                                                                                 \
+    __type(value, struct stack_delta);                                                                  \
+  };                                                                                                    \
+  struct stack_delta_outer_##n {                                                                        \
+    __uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                            \
+    __uint(max_entries, FILES_PER_BUCKET_MAX);                                                          \
+    __type(key, __u64);                                                                                 \
+    __array(values, struct stack_delta_inner_##n);                                                      \
+  };                                                                                                    \
+  extern struct stack_delta_outer_##n exe_id_to_##n##_stack_deltas SEC(".maps");
+
+STACK_DELTA_BUCKET(8)
+STACK_DELTA_BUCKET(9)
+STACK_DELTA_BUCKET(10)
+STACK_DELTA_BUCKET(11)
+STACK_DELTA_BUCKET(12)
+STACK_DELTA_BUCKET(13)
+STACK_DELTA_BUCKET(14)
+STACK_DELTA_BUCKET(15)
+STACK_DELTA_BUCKET(16)
+STACK_DELTA_BUCKET(17)
+STACK_DELTA_BUCKET(18)
+STACK_DELTA_BUCKET(19)
+STACK_DELTA_BUCKET(20)
+STACK_DELTA_BUCKET(21)
+STACK_DELTA_BUCKET(22)
+STACK_DELTA_BUCKET(23)
+
+// Rules shared by all files (deduplicated by the host).
+extern struct unwind_info_map unwind_info_array SEC(".maps");
+// (file id, 64 KiB page) -> where the page's deltas are.
+extern struct stack_delta_pages_map stack_delta_page_to_info SEC(".maps");
+// (pid, address prefix) -> file id, bias and unwind program.
+extern struct pid_page_mappings_map pid_page_to_mapping_info SEC(".maps");
+// Processes whose mappings the host has installed.
+extern struct known_pids_map known_pids SEC(".maps");
+// When a process was last reported to the host (rate limit).
+extern struct reported_pids_map reported_pids SEC(".maps");
+
 // Ring buffer of every record the host reads: traces and process events, in the order they happened.
 extern struct events_map events SEC(".maps");
 // Tail-call targets, indexed by enum unwind_program.

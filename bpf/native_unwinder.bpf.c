@@ -1,15 +1,156 @@
-// The native user-space unwinder: follows the frame-pointer chain (rbp -> [saved rbp, return address]).
-// Code built without frame pointers ends the chain early; the .eh_frame unwinder replaces this walk.
+// The native user-space unwinder. For each frame it finds the code's file through the process's
+// mappings (the pid_page_to_mapping_info LPM trie, filled by the host) and the rule to unwind it in the
+// file's stack deltas (extracted from .eh_frame on the host), so code without frame pointers unwinds
+// completely. Code outside every known file (a process the host has not read yet, JIT code) falls back
+// to the frame-pointer chain for that frame.
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
 
+#include "stack_deltas.bpf.h"
 #include "trace.bpf.h"
 
-// Frames walked per program run; the program tail-calls itself to go deeper. Kept small enough for the
-// verifier on old kernels, large enough that typical stacks need no tail call.
-#define FRAMES_PER_RUN 32
+// Frames per program run; the program tail-calls itself to go deeper. 4 frames a run reach
+// MAX_FRAME_UNWINDS in 32 runs, within the kernel's limit of 33 tail calls per sample; more frames a run
+// would need fewer tail calls but multiply the verifier's work (8 frames: ~3x the load time).
+#define FRAMES_PER_RUN 4
 #define MAX_RUNS ((MAX_FRAME_UNWINDS + FRAMES_PER_RUN - 1) / FRAMES_PER_RUN)
+
+// x86-64 signal frame: after the handler returns into the trampoline, rsp points at the ucontext,
+// whose mcontext (struct sigcontext) starts 40 bytes in (uc_flags, uc_link, uc_stack).
+#define UCONTEXT_MCONTEXT 40
+#define SIGCONTEXT_RBP 80
+#define SIGCONTEXT_RSP 120
+#define SIGCONTEXT_RIP 128
+
+enum step_result {
+  STEP_CONTINUE = 0,
+  STEP_DONE = 1, // trace->stop_reason is set
+};
+
+static __always_inline int push_frame(struct trace *trace, __u64 file_id, __u64 address, __u8 flags)
+{
+  __u32 n = trace->num_frames;
+  if (n >= MAX_FRAMES || n - trace->kernel_frames >= MAX_FRAME_UNWINDS)
+    return -1;
+  struct frame *f = &trace->frames[n];
+  f->file_id = file_id;
+  f->addr_or_line = address;
+  f->kind = FRAME_MARKER_NATIVE;
+  f->flags = flags;
+  trace->num_frames = n + 1;
+  return 0;
+}
+
+static __always_inline int stop(struct trace *trace, __u8 reason)
+{
+  trace->stop_reason = reason;
+  return STEP_DONE;
+}
+
+// One step along the frame-pointer chain: rbp -> [saved rbp, return address].
+static __always_inline int step_frame_pointer(struct trace *trace, struct unwind_state *state)
+{
+  __u64 fp = state->fp;
+  if (fp == 0)
+    return stop(trace, UNWIND_STOP_END_OF_STACK);
+  if ((fp & 7) || fp < state->sp)
+    return stop(trace, UNWIND_STOP_BAD_FRAME_POINTER);
+  __u64 record[2];
+  if (bpf_probe_read_user(record, sizeof(record), (void *)fp))
+    return stop(trace, UNWIND_STOP_READ_FAILED);
+  if (record[1] == 0)
+    return stop(trace, UNWIND_STOP_END_OF_STACK);
+  if (record[0] != 0 && record[0] <= fp)
+    return stop(trace, UNWIND_STOP_BAD_FRAME_POINTER);
+  state->pc = record[1];
+  state->sp = fp + sizeof(record);
+  state->fp = record[0];
+  state->return_address = 1;
+  return STEP_CONTINUE;
+}
+
+static __always_inline int step_signal_frame(struct trace *trace, struct unwind_state *state)
+{
+  __u64 mcontext = state->sp + UCONTEXT_MCONTEXT;
+  __u64 rbp, rsp, rip;
+  if (bpf_probe_read_user(&rbp, sizeof(rbp), (void *)(mcontext + SIGCONTEXT_RBP)) ||
+      bpf_probe_read_user(&rsp, sizeof(rsp), (void *)(mcontext + SIGCONTEXT_RSP)) ||
+      bpf_probe_read_user(&rip, sizeof(rip), (void *)(mcontext + SIGCONTEXT_RIP)))
+    return stop(trace, UNWIND_STOP_READ_FAILED);
+  metric_increment(METRIC_UNWIND_SIGNAL_FRAMES);
+  __u32 last = trace->num_frames - 1;
+  if (last < MAX_FRAMES)
+    trace->frames[last].flags |= FRAME_FLAG_SIGNAL_TRAMPOLINE;
+  state->pc = rip;
+  state->sp = rsp;
+  state->fp = rbp;
+  // The interrupted instruction, not a return address: look it up as it is.
+  state->return_address = 0;
+  return STEP_CONTINUE;
+}
+
+// One step using the stack deltas of the frame's file.
+static __always_inline int step_native(struct trace *trace, struct unwind_state *state, __u64 file_id, __u64 vaddr)
+{
+  // A return address points after the call, which may be the last instruction of the function.
+  __u64 lookup = state->return_address ? vaddr - 1 : vaddr;
+  __u16 unwind_info, addr_low;
+  if (find_unwind_info(file_id, lookup, &unwind_info, &addr_low))
+    return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
+
+  __u64 cfa;
+  __u8 fp_opcode = UNWIND_FP_UNCHANGED;
+  __s32 fp_param = 0;
+  if (unwind_info & DELTA_COMMAND_FLAG) {
+    switch (unwind_info & ~DELTA_COMMAND_FLAG) {
+    case UNWIND_COMMAND_STOP:
+      return stop(trace, UNWIND_STOP_END_OF_STACK);
+    case UNWIND_COMMAND_PLT:
+      cfa = state->sp + 8 + ((state->pc & 15) >= 11 ? 8 : 0);
+      break;
+    case UNWIND_COMMAND_SIGNAL:
+      return step_signal_frame(trace, state);
+    case UNWIND_COMMAND_FRAME_POINTER:
+      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      return step_frame_pointer(trace, state);
+    default:
+      return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
+    }
+  } else {
+    __u32 index = unwind_info;
+    struct unwind_info *info = bpf_map_lookup_elem(&unwind_info_array, &index);
+    if (!info)
+      return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
+    __s32 param = info->param;
+    __u8 merge = info->merge_opcode;
+    // A merged second rule (a push or pop a few bytes on) applies from addr_low + distance.
+    if (merge && (lookup & STACK_DELTA_PAGE_MASK) >= (__u64)addr_low + (merge & ~MERGE_OPCODE_NEGATIVE))
+      param += (merge & MERGE_OPCODE_NEGATIVE) ? -8 : 8;
+    if (info->opcode == UNWIND_OPCODE_BASE_SP)
+      cfa = state->sp + param;
+    else if (info->opcode == UNWIND_OPCODE_BASE_FP)
+      cfa = state->fp + param;
+    else
+      return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
+    fp_opcode = info->fp_opcode;
+    fp_param = info->fp_param;
+  }
+
+  __u64 return_address;
+  if (bpf_probe_read_user(&return_address, sizeof(return_address), (void *)(cfa - 8)))
+    return stop(trace, UNWIND_STOP_READ_FAILED);
+  if (fp_opcode == UNWIND_FP_CFA_OFFSET &&
+      bpf_probe_read_user(&state->fp, sizeof(state->fp), (void *)(cfa + fp_param)))
+    return stop(trace, UNWIND_STOP_READ_FAILED);
+  if (return_address == 0)
+    return stop(trace, UNWIND_STOP_END_OF_STACK);
+  metric_increment(METRIC_UNWIND_NATIVE_FRAMES);
+  state->pc = return_address;
+  state->sp = cfa;
+  state->return_address = 1;
+  return STEP_CONTINUE;
+}
 
 SEC("perf_event")
 int unwind_native(struct bpf_perf_event_data *ctx)
@@ -19,37 +160,41 @@ int unwind_native(struct bpf_perf_event_data *ctx)
     return 0;
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
+  __u32 pid = trace->hdr.pid;
+
+  // Once per trace: a process the host has not read yet is reported and unwound by frame pointers.
+  if (state->tail_calls == 0 && !bpf_map_lookup_elem(&known_pids, &pid)) {
+    metric_increment(METRIC_PROCESS_UNKNOWN);
+    report_process(EVENT_KIND_PROCESS_UNKNOWN, pid);
+  }
 
   for (int i = 0; i < FRAMES_PER_RUN; i++) {
-    __u32 n = trace->num_frames;
-    if (n >= MAX_FRAMES || n - trace->kernel_frames >= MAX_FRAME_UNWINDS)
-      return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
-    struct frame *f = &trace->frames[n];
-    f->file_id = 0;
-    f->addr_or_line = state->pc;
-    f->kind = FRAME_MARKER_NATIVE;
-    f->flags = FRAME_FLAG_ABSOLUTE_ADDRESS | (state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0);
-    trace->num_frames = n + 1;
-
-    __u64 fp = state->fp;
-    if (fp == 0)
-      return trace_finish(ctx, trace, UNWIND_STOP_END_OF_STACK);
-    // A frame record lies above the stack pointer and is 8-byte aligned; anything else means rbp is
-    // not a frame pointer here.
-    if ((fp & 7) || fp < state->sp)
-      return trace_finish(ctx, trace, UNWIND_STOP_BAD_FRAME_POINTER);
-    __u64 record[2];
-    if (bpf_probe_read_user(record, sizeof(record), (void *)fp))
-      return trace_finish(ctx, trace, UNWIND_STOP_READ_FAILED);
-    if (record[1] == 0)
-      return trace_finish(ctx, trace, UNWIND_STOP_END_OF_STACK);
-    // The caller's frame is higher up the stack; a frame pointer that does not move up would loop.
-    if (record[0] != 0 && record[0] <= fp)
-      return trace_finish(ctx, trace, UNWIND_STOP_BAD_FRAME_POINTER);
-    state->pc = record[1];
-    state->sp = fp + sizeof(record);
-    state->fp = record[0];
-    state->return_address = 1;
+    __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
+    struct pid_page_mapping_info *mapping = lookup_mapping(pid, state->pc);
+    int result;
+    if (mapping && mapping->file_id == 0) {
+      // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
+      // follow the frame pointer, and let the host resolve the address.
+      if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
+      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      result = step_frame_pointer(trace, state);
+    } else if (mapping) {
+      __u64 file_id = mapping->file_id;
+      __u64 vaddr = state->pc - (mapping->bias_and_unwind_program & BIAS_MASK);
+      if (push_frame(trace, file_id, vaddr, ra_flag))
+        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
+      result = step_native(trace, state, file_id, vaddr);
+    } else {
+      if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
+      if (bpf_map_lookup_elem(&known_pids, &pid))
+        report_process(EVENT_KIND_PROCESS_STALE, pid);
+      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      result = step_frame_pointer(trace, state);
+    }
+    if (result == STEP_DONE)
+      return trace_finish(ctx, trace, trace->stop_reason);
   }
 
   if (++state->tail_calls < MAX_RUNS)

@@ -48,6 +48,12 @@ static __always_inline void count_stop_reason(__u8 reason)
   case UNWIND_STOP_TAIL_CALL_FAILED:
     metric_increment(METRIC_TAIL_CALL_FAILED);
     break;
+  case UNWIND_STOP_NO_UNWIND_INFO:
+    metric_increment(METRIC_UNWIND_NO_INFO);
+    break;
+  case UNWIND_STOP_BAD_UNWIND_INFO:
+    metric_increment(METRIC_UNWIND_BAD_INFO);
+    break;
   }
 }
 

@@ -75,6 +75,10 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
     metric_increment(METRIC_IDLE_SKIPPED);
     return 0;
   }
+  if (pid == tracer_config.self_pid) {
+    metric_increment(METRIC_SELF_SKIPPED);
+    return 0;
+  }
   if (tracer_config.filter_pids) {
     struct pid_filter_value *filter = bpf_map_lookup_elem(&pid_filter, &pid);
     if (!filter || !(filter->flags & PID_FILTER_SAMPLE)) {
@@ -130,3 +134,19 @@ int unwind_stop(struct bpf_perf_event_data *ctx)
   trace_send(tc.trace);
   return 0;
 }
+
+#ifdef OMNIPROF_BROKEN_FOR_TEST
+// Never in a normal build: only the test object of `deno task test-kernel VERSION --broken`
+// (build.ts --variant OMNIPROF_BROKEN_FOR_TEST) has this program. It reads 512 bytes past the end of an
+// 8-byte map value, which every kernel's verifier must reject, so that run shows a refused program
+// failing the suite with the verifier's message.
+SEC("perf_event")
+int broken_for_test(struct bpf_perf_event_data *ctx)
+{
+  __u32 key = METRIC_SAMPLES;
+  __u64 *count = bpf_map_lookup_elem(&metrics, &key);
+  if (!count)
+    return 0;
+  return (int)*(volatile __u64 *)(count + 64);
+}
+#endif

@@ -52,6 +52,10 @@ enum event_kind {
   EVENT_KIND_PROCESS_EXEC = 0x2,
   EVENT_KIND_PROCESS_EXIT = 0x3,
   EVENT_KIND_PROCESS_FORK = 0x4,
+  // A process the unwinder has no mappings for: the host should read it and install them.
+  EVENT_KIND_PROCESS_UNKNOWN = 0x5,
+  // A known process ran code outside its installed mappings (dlopen, JIT, a new mapping): re-read it.
+  EVENT_KIND_PROCESS_STALE = 0x6,
 };
 
 enum frame_flag {
@@ -61,6 +65,8 @@ enum frame_flag {
   // file_id is 0 and addr_or_line is an absolute virtual address in the process, to be resolved through
   // the process's mappings on the host. Set by the frame-pointer unwinder, which knows no file ids.
   FRAME_FLAG_ABSOLUTE_ADDRESS = 0x2,
+  // The frame is a signal trampoline (the unwinder crossed into the interrupted code's registers).
+  FRAME_FLAG_SIGNAL_TRAMPOLINE = 0x4,
 };
 
 // Why the user-space unwinder stopped; stored in trace.stop_reason and counted per reason.
@@ -72,6 +78,8 @@ enum unwind_stop_reason {
   UNWIND_STOP_BAD_FRAME_POINTER = 0x4, // a frame pointer that does not move up the stack
   UNWIND_STOP_TRUNCATED = 0x5,        // MAX_FRAME_UNWINDS reached
   UNWIND_STOP_TAIL_CALL_FAILED = 0x6,
+  UNWIND_STOP_NO_UNWIND_INFO = 0x7,   // the stack delta tables have no rule for the address
+  UNWIND_STOP_BAD_UNWIND_INFO = 0x8,  // a rule or table entry the unwinder cannot follow
 };
 
 // Counters kept in the per-CPU `metrics` array and reported by the host.
@@ -88,7 +96,14 @@ enum metric_id {
   METRIC_UNWIND_TRUNCATED = 9,
   METRIC_TAIL_CALL_FAILED = 10,
   METRIC_PID_FILTER_FULL = 11,
-  METRIC_COUNT = 12,
+  METRIC_UNWIND_NO_INFO = 12,       // stopped: no stack delta for the address
+  METRIC_UNWIND_BAD_INFO = 13,      // stopped: a delta or rule that cannot be followed
+  METRIC_UNWIND_FP_FALLBACK = 14,   // frames unwound by frame pointer (address outside known files)
+  METRIC_UNWIND_NATIVE_FRAMES = 15, // frames unwound from stack deltas
+  METRIC_PROCESS_UNKNOWN = 16,      // samples of processes without installed mappings
+  METRIC_UNWIND_SIGNAL_FRAMES = 17, // signal frames crossed
+  METRIC_SELF_SKIPPED = 18,         // samples of the profiler itself, not recorded
+  METRIC_COUNT = 19,
 };
 
 enum limits {
@@ -97,6 +112,48 @@ enum limits {
   MAX_FRAMES = 192,              // MAX_FRAME_UNWINDS + MAX_KERNEL_FRAMES
   COMM_LEN = 16,
   PID_FILTER_MAX_ENTRIES = 16384,
+};
+
+// The seed's stack-delta constants (support package): deltas are grouped per 64 KiB page of a file; a
+// file's deltas live in an array map of 2^8..2^23 entries, the smallest that fits.
+enum stack_delta_constants {
+  STACK_DELTA_PAGE_BITS = 16,
+  STACK_DELTA_PAGE_MASK = 0xffff,
+  STACK_DELTA_BUCKET_SMALLEST = 8,
+  STACK_DELTA_BUCKET_LARGEST = 23,
+  // stack_delta.unwind_info with this bit set is an unwind_command, not an index into unwind_info_array.
+  DELTA_COMMAND_FLAG = 0x8000,
+  // unwind_info.merge_opcode: the low 7 bits are the distance to a second rule merged into this one
+  // (a push or pop right after), whose CFA offset is param + 8, or param - 8 with this bit.
+  MERGE_OPCODE_NEGATIVE = 0x80,
+  // Bits of the LPM trie key: the pid, then the address.
+  BIT_WIDTH_PID = 32,
+  BIT_WIDTH_PAGE = 64,
+  UNWIND_INFO_MAX_ENTRIES = 16384,
+  STACK_DELTA_PAGES_MAX_ENTRIES = 262144,
+  PID_PAGE_MAPPINGS_MAX_ENTRIES = 524288,
+  FILES_PER_BUCKET_MAX = 4096,
+  KNOWN_PIDS_MAX_ENTRIES = 65536,
+};
+
+// Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
+enum unwind_command {
+  UNWIND_COMMAND_INVALID = 0,       // no rule: a gap between functions, or CFI the unwinder cannot follow
+  UNWIND_COMMAND_STOP = 1,          // the outermost frame (_start, thread start): the stack is complete
+  UNWIND_COMMAND_PLT = 2,           // a PLT entry: CFA = rsp + 8, + 8 more past the push (rip & 15 >= 11)
+  UNWIND_COMMAND_SIGNAL = 3,        // the signal trampoline: registers are in the signal frame's ucontext
+  UNWIND_COMMAND_FRAME_POINTER = 4, // follow rbp (code without CFI that keeps frame pointers)
+};
+
+// How to find the CFA of a rule.
+enum unwind_opcode {
+  UNWIND_OPCODE_BASE_SP = 1, // CFA = rsp + param
+  UNWIND_OPCODE_BASE_FP = 2, // CFA = rbp + param
+};
+
+enum unwind_fp_opcode {
+  UNWIND_FP_UNCHANGED = 0,  // rbp keeps its value in the caller
+  UNWIND_FP_CFA_OFFSET = 1, // the caller's rbp was saved at CFA + fp_param
 };
 
 enum pid_filter_flag {
@@ -148,11 +205,52 @@ struct pid_filter_value {
   __u32 flags;         // enum pid_filter_flag bits
 };
 
+// One rule of the unwind table; identical rules of every file share one entry of unwind_info_array.
+struct unwind_info {
+  __u8 opcode;       // enum unwind_opcode
+  __u8 fp_opcode;    // enum unwind_fp_opcode
+  __u8 merge_opcode; // see MERGE_OPCODE_NEGATIVE; 0: no merged rule
+  __u8 pad;
+  __s32 param;       // CFA offset from the base register
+  __s32 fp_param;    // where rbp was saved, relative to the CFA
+};
+
+// One row of a file's table: from addr_low (within its page) on, this rule applies.
+struct stack_delta {
+  __u16 addr_low;    // address & STACK_DELTA_PAGE_MASK
+  __u16 unwind_info; // index into unwind_info_array, or DELTA_COMMAND_FLAG | enum unwind_command
+};
+
+struct stack_delta_page_key {
+  __u64 file_id;
+  __u64 page;        // ELF virtual address >> STACK_DELTA_PAGE_BITS
+};
+
+struct stack_delta_page_info {
+  __u32 first_delta; // index of the page's first row in the file's delta array
+  __u16 num_deltas;
+  __u16 map_id;      // bucket: the file's deltas are in exe_id_to_<map_id>_stack_deltas
+};
+
+// LPM trie key: pid and address big-endian, so that prefixes of (pid, address) bits match.
+struct pid_page_mapping_key {
+  __u32 prefix_len;  // BIT_WIDTH_PID + significant address bits
+  __u32 pid_be;
+  __u64 page_be;
+};
+
+struct pid_page_mapping_info {
+  __u64 file_id;
+  // Bias in the low 56 bits (ELF virtual address = address - bias), unwind program in the top byte.
+  __u64 bias_and_unwind_program;
+};
+
 // Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
 struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
   __u8 sample_idle;    // also record samples of the idle task
-  __u8 pad[6];
+  __u8 pad[2];
+  __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
 };
 
 // Where the unwinders of one sample stand; per-CPU scratch shared by the tail-called programs.

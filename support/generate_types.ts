@@ -11,7 +11,20 @@ import { ElfFile } from "../lib/elf/elf_file.ts";
 
 /** What the host reads or writes of the BPF side's data. */
 const SPEC = {
-  structs: ["event_header", "trace", "frame", "process_event", "pid_filter_value", "tracer_config"],
+  structs: [
+    "event_header",
+    "trace",
+    "frame",
+    "process_event",
+    "pid_filter_value",
+    "tracer_config",
+    "unwind_info",
+    "stack_delta",
+    "stack_delta_page_key",
+    "stack_delta_page_info",
+    "pid_page_mapping_key",
+    "pid_page_mapping_info",
+  ],
   enums: [
     "frame_marker",
     "unwind_program",
@@ -22,6 +35,10 @@ const SPEC = {
     "metric_id",
     "limits",
     "pid_filter_flag",
+    "stack_delta_constants",
+    "unwind_command",
+    "unwind_opcode",
+    "unwind_fp_opcode",
   ],
 };
 

@@ -53,7 +53,56 @@ export const tracerConfigLayout = {
   sizeof: 8,
   filter_pids: { offset: 0, size: 1 }, // __u8
   sample_idle: { offset: 1, size: 1 }, // __u8
-  pad: { offset: 2, size: 6, count: 6, elementSize: 1 }, // __u8[6]
+  pad: { offset: 2, size: 2, count: 2, elementSize: 1 }, // __u8[2]
+  self_pid: { offset: 4, size: 4 }, // __u32
+} as const;
+
+/** Layout of C `struct unwind_info` (12 bytes). */
+export const unwindInfoLayout = {
+  sizeof: 12,
+  opcode: { offset: 0, size: 1 }, // __u8
+  fp_opcode: { offset: 1, size: 1 }, // __u8
+  merge_opcode: { offset: 2, size: 1 }, // __u8
+  pad: { offset: 3, size: 1 }, // __u8
+  param: { offset: 4, size: 4 }, // __s32
+  fp_param: { offset: 8, size: 4 }, // __s32
+} as const;
+
+/** Layout of C `struct stack_delta` (4 bytes). */
+export const stackDeltaLayout = {
+  sizeof: 4,
+  addr_low: { offset: 0, size: 2 }, // __u16
+  unwind_info: { offset: 2, size: 2 }, // __u16
+} as const;
+
+/** Layout of C `struct stack_delta_page_key` (16 bytes). */
+export const stackDeltaPageKeyLayout = {
+  sizeof: 16,
+  file_id: { offset: 0, size: 8 }, // __u64
+  page: { offset: 8, size: 8 }, // __u64
+} as const;
+
+/** Layout of C `struct stack_delta_page_info` (8 bytes). */
+export const stackDeltaPageInfoLayout = {
+  sizeof: 8,
+  first_delta: { offset: 0, size: 4 }, // __u32
+  num_deltas: { offset: 4, size: 2 }, // __u16
+  map_id: { offset: 6, size: 2 }, // __u16
+} as const;
+
+/** Layout of C `struct pid_page_mapping_key` (16 bytes). */
+export const pidPageMappingKeyLayout = {
+  sizeof: 16,
+  prefix_len: { offset: 0, size: 4 }, // __u32
+  pid_be: { offset: 4, size: 4 }, // __u32
+  page_be: { offset: 8, size: 8 }, // __u64
+} as const;
+
+/** Layout of C `struct pid_page_mapping_info` (16 bytes). */
+export const pidPageMappingInfoLayout = {
+  sizeof: 16,
+  file_id: { offset: 0, size: 8 }, // __u64
+  bias_and_unwind_program: { offset: 8, size: 8 }, // __u64
 } as const;
 
 /** Values of C `enum frame_marker`. */
@@ -106,6 +155,8 @@ export const EventKind = {
   ProcessExec: 2,
   ProcessExit: 3,
   ProcessFork: 4,
+  ProcessUnknown: 5,
+  ProcessStale: 6,
 } as const;
 /** One value of {@linkcode EventKind}. */
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
@@ -114,6 +165,7 @@ export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 export const FrameFlag = {
   ReturnAddress: 1,
   AbsoluteAddress: 2,
+  SignalTrampoline: 4,
 } as const;
 /** One value of {@linkcode FrameFlag}. */
 export type FrameFlag = (typeof FrameFlag)[keyof typeof FrameFlag];
@@ -127,6 +179,8 @@ export const UnwindStopReason = {
   BadFramePointer: 4,
   Truncated: 5,
   TailCallFailed: 6,
+  NoUnwindInfo: 7,
+  BadUnwindInfo: 8,
 } as const;
 /** One value of {@linkcode UnwindStopReason}. */
 export type UnwindStopReason = (typeof UnwindStopReason)[keyof typeof UnwindStopReason];
@@ -145,7 +199,14 @@ export const MetricId = {
   UnwindTruncated: 9,
   TailCallFailed: 10,
   PidFilterFull: 11,
-  Count: 12,
+  UnwindNoInfo: 12,
+  UnwindBadInfo: 13,
+  UnwindFpFallback: 14,
+  UnwindNativeFrames: 15,
+  ProcessUnknown: 16,
+  UnwindSignalFrames: 17,
+  SelfSkipped: 18,
+  Count: 19,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -169,7 +230,53 @@ export const PidFilterFlag = {
 /** One value of {@linkcode PidFilterFlag}. */
 export type PidFilterFlag = (typeof PidFilterFlag)[keyof typeof PidFilterFlag];
 
+/** Values of C `enum stack_delta_constants`. */
+export const StackDeltaConstants = {
+  StackDeltaPageBits: 16,
+  StackDeltaPageMask: 65535,
+  StackDeltaBucketSmallest: 8,
+  StackDeltaBucketLargest: 23,
+  DeltaCommandFlag: 32768,
+  MergeOpcodeNegative: 128,
+  BitWidthPid: 32,
+  BitWidthPage: 64,
+  UnwindInfoMaxEntries: 16384,
+  StackDeltaPagesMaxEntries: 262144,
+  PidPageMappingsMaxEntries: 524288,
+  FilesPerBucketMax: 4096,
+  KnownPidsMaxEntries: 65536,
+} as const;
+/** One value of {@linkcode StackDeltaConstants}. */
+export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];
+
+/** Values of C `enum unwind_command`. */
+export const UnwindCommand = {
+  Invalid: 0,
+  Stop: 1,
+  Plt: 2,
+  Signal: 3,
+  FramePointer: 4,
+} as const;
+/** One value of {@linkcode UnwindCommand}. */
+export type UnwindCommand = (typeof UnwindCommand)[keyof typeof UnwindCommand];
+
+/** Values of C `enum unwind_opcode`. */
+export const UnwindOpcode = {
+  Sp: 1,
+  Fp: 2,
+} as const;
+/** One value of {@linkcode UnwindOpcode}. */
+export type UnwindOpcode = (typeof UnwindOpcode)[keyof typeof UnwindOpcode];
+
+/** Values of C `enum unwind_fp_opcode`. */
+export const UnwindFpOpcode = {
+  Unchanged: 0,
+  CfaOffset: 1,
+} as const;
+/** One value of {@linkcode UnwindFpOpcode}. */
+export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode];
+
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 88,
+  tracer_config: 176,
 } as const;

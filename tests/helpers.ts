@@ -13,11 +13,18 @@ const buildDir = `${root}tests/.build/`;
 export const REPO_ROOT = root;
 
 /**
- * Compiles tests/workloads/NAME.c with gcc and `flags` into tests/.build/ (reused while the source is
- * unchanged) and returns the binary's path.
+ * Compiles tests/workloads/NAME.c (gcc) or NAME.cpp (g++) with `flags` into tests/.build/NAME+VARIANT
+ * (reused while the source is unchanged) and returns the binary's path.
  */
 export async function buildWorkload(name: string, flags: string[], variant = ""): Promise<string> {
-  const source = `${root}tests/workloads/${name}.c`;
+  let source = `${root}tests/workloads/${name}.c`;
+  let compiler = "gcc";
+  try {
+    Deno.statSync(source);
+  } catch {
+    source = `${root}tests/workloads/${name}.cpp`;
+    compiler = "g++";
+  }
   const output = `${buildDir}${name}${variant}`;
   Deno.mkdirSync(buildDir, { recursive: true });
   try {
@@ -26,7 +33,7 @@ export async function buildWorkload(name: string, flags: string[], variant = "")
   } catch {
     // not built yet
   }
-  const result = await new Deno.Command("gcc", { args: [...flags, source, "-o", output], stderr: "piped" })
+  const result = await new Deno.Command(compiler, { args: [...flags, source, "-o", output], stderr: "piped" })
     .output();
   if (!result.success) throw new Error(`gcc ${name}: ${new TextDecoder().decode(result.stderr)}`);
   return output;

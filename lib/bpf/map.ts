@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { libc } from "../sys/libc.ts";
+import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
 
 const ENOENT = 2;
@@ -77,6 +77,62 @@ export class BpfMap {
     const errno = libc().errno();
     if (errno === ENOENT) return false;
     throw new LibbpfError(`delete from map ${this.name}`, errno);
+  }
+}
+
+/** BPF_MAP_TYPE_ARRAY */
+export const BPF_MAP_TYPE_ARRAY = 2;
+
+/**
+ * A map created at run time (not declared in the object), e.g. the inner arrays of a hash-of-maps. The
+ * caller owns the descriptor: close it once the map is referenced elsewhere (an outer map holds its own
+ * reference).
+ */
+export function createMap(
+  type: number,
+  name: string,
+  keySize: number,
+  valueSize: number,
+  maxEntries: number,
+  flags = 0,
+): number {
+  // struct bpf_map_create_opts: sz at 0, map_flags at 28; 48 bytes in libbpf 1.x (zeros are ignored).
+  const opts = new Uint8Array(48);
+  const view = new DataView(opts.buffer);
+  view.setBigUint64(0, 48n, true);
+  view.setUint32(28, flags, true);
+  const fd = libbpf().fn.bpf_map_create(
+    type,
+    cString(name.slice(0, 15)),
+    keySize,
+    valueSize,
+    maxEntries,
+    Deno.UnsafePointer.of(opts),
+  );
+  if (fd < 0) throw new LibbpfError(`create map ${name} (${maxEntries} entries)`, -fd);
+  return fd;
+}
+
+/** BPF_F_MMAPABLE: an array map user space can mmap (kernel 5.5+). */
+export const BPF_F_MMAPABLE = 1024;
+/** BPF_F_INNER_MAP: an inner map whose size may differ from its map-in-map template (kernel 5.10+). */
+export const BPF_F_INNER_MAP = 4096;
+
+/**
+ * Copies `values` into the start of an mmapable array map: one memcpy instead of a system call per
+ * element.
+ */
+export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: number): void {
+  const { fn, pageSize, errno } = libc();
+  const length = Math.ceil(mapBytes / pageSize) * pageSize;
+  const pointer = fn.mmap(null, BigInt(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0n);
+  if (pointer === null || Deno.UnsafePointer.value(pointer) === 0xffffffffffffffffn) {
+    throw new SystemError("map an array map into memory", errno());
+  }
+  try {
+    new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(pointer, length)).set(values);
+  } finally {
+    fn.munmap(pointer, BigInt(length));
   }
 }
 

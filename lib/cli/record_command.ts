@@ -6,14 +6,20 @@
  */
 import { getLogger } from "@logtape/logtape";
 import { libbpf } from "../bpf/libbpf.ts";
+import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
+import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
+import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { encodePprofGzip } from "../output/pprof.ts";
+import { formatSpeedscope } from "../output/speedscope.ts";
+import type { Profile } from "../profile/profile.ts";
 import { checkWritable, writeAtomically } from "../record/output_file.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { spawnDemo } from "../../support/demo/demo_workload.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
+import { progressReporter } from "./report_command.ts";
 import { StatusLine } from "./status_line.ts";
 
 const logger = getLogger(["omniprof", "record"]);
@@ -47,6 +53,50 @@ export function preflight(args: RecordArgs): void {
   checkWritable(args.output);
   if (args.statsPath !== null) checkWritable(args.statsPath);
   libbpf();
+}
+
+/** Where the shell would find `name`, or undefined. */
+function findExecutable(name: string): string | undefined {
+  const candidates = name.includes("/")
+    ? [name]
+    : (Deno.env.get("PATH") ?? "/usr/bin:/bin").split(":").map((dir) => `${dir}/${name}`);
+  for (const candidate of candidates) {
+    try {
+      if (Deno.statSync(candidate).isFile) return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The command's executable and the shared libraries it needs (a best effort: DT_NEEDED looked up in its
+ * run paths and the default folders), so their unwind tables are ready when it starts.
+ */
+function programFiles(name: string): string[] {
+  const executable = findExecutable(name);
+  if (!executable) return [];
+  const files = [executable];
+  try {
+    using elf = ElfFile.open(executable);
+    const { needed, searchPaths } = dynamicInfo(elf);
+    for (const library of needed) {
+      for (const dir of [...searchPaths, ...DEFAULT_LIBRARY_DIRS]) {
+        try {
+          if (Deno.statSync(`${dir}/${library}`).isFile) {
+            files.push(`${dir}/${library}`);
+            break;
+          }
+        } catch {
+          // not in this folder
+        }
+      }
+    }
+  } catch {
+    // not an ELF file (a script): its interpreter is found when it runs
+  }
+  return files;
 }
 
 /** Runs `record` with its arguments; returns the exit code. */
@@ -92,19 +142,22 @@ export async function recordCommand(argv: string[]): Promise<number> {
     durationSeconds: args.durationSeconds,
     pids: args.pids,
     spawn,
+    executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
     sampleIdle: args.idle,
     onProgress: (progress: RecorderProgress) =>
       status.update(
         `${
           progress.elapsedSeconds.toFixed(1)
         } s  samples ${progress.samples}  processes ${progress.processes}` +
-          `  lost ${progress.lost}`,
+          `  lost ${progress.lost}  unwind tables ${(progress.unwindBytes / 1048576).toFixed(1)} MiB`,
       ),
   });
   status.clear();
 
-  const data = args.format === "folded" ? formatFolded(result.profile) : encodePprofGzip(result.profile);
+  const data = encodeProfile(result.profile, args, target, status);
+  status.update(`writing ${args.output}`);
   writeAtomically(args.output, data);
+  status.clear();
   const lost = result.metrics.TracesLost + result.metrics.EventsLost;
   const stacks = result.profile.samples.length;
   status.note(
@@ -122,6 +175,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       firstSampleKtimeNs: result.firstSampleKtimeNs,
       bpf: result.metrics,
       processes: result.processStats,
+      unwinding: result.unwindStats,
     };
     writeAtomically(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
   }
@@ -129,4 +183,29 @@ export async function recordCommand(argv: string[]): Promise<number> {
     status.note(`the command exited with code ${result.commandExitCode}`);
   }
   return 0;
+}
+
+/** The profile in the requested format; long conversions show progress on the status line. */
+function encodeProfile(
+  profile: Profile,
+  args: RecordArgs,
+  target: string,
+  status: StatusLine,
+): Uint8Array | string {
+  switch (args.format) {
+    case "pprof":
+      return encodePprofGzip(profile);
+    case "folded":
+      return formatFolded(profile);
+    case "speedscope":
+      return formatSpeedscope(profile, { name: `omniprof: ${target}` });
+    case "html": {
+      const html = formatFlamegraphHtml(profile, {
+        title: `CPU profile of ${target}`,
+        onProgress: progressReporter(status, `writing ${args.output}`),
+      });
+      status.clear();
+      return html;
+    }
+  }
 }

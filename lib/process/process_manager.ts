@@ -56,8 +56,17 @@ interface ProcessState {
   gone: boolean;
 }
 
+/** Told when a process's mappings are known or gone (the native unwinder installs them in BPF). */
+export interface ProcessListener {
+  onMappings(pid: Pid, mappings: readonly ResolvedMapping[]): void;
+  onExit(pid: Pid): void;
+  /** A file most processes will map: prepare for it before any process needs it. */
+  onPreload?(file: MappedFile): void;
+}
+
 /** Options, mainly for tests. */
 export interface ProcessManagerOptions {
+  listener?: ProcessListener;
   /** Where procfs is mounted. */
   procRoot?: string;
   /** Minimum time between two re-reads of one process caused by unknown addresses. */
@@ -72,6 +81,7 @@ export class ProcessManager {
   #resyncIntervalMs: number;
   #maxPinnedFiles: number;
   #processes = new Map<Pid, ProcessState>();
+  #listener: ProcessListener | undefined;
   #files = new Map<string, MappedFile>();
   #pinnedFds: number[] = [];
   /** Counters reported with the session's metrics. */
@@ -79,6 +89,7 @@ export class ProcessManager {
 
   constructor(options: ProcessManagerOptions = {}) {
     this.#procRoot = options.procRoot ?? "/proc";
+    this.#listener = options.listener;
     this.#resyncIntervalMs = options.resyncIntervalMs ?? 250;
     const limit = raiseOpenFileLimit();
     this.#maxPinnedFiles = options.maxPinnedFiles ?? Math.max(0, Math.min(8192, limit - 256));
@@ -104,6 +115,7 @@ export class ProcessManager {
     const state = this.#processes.get(parent);
     if (state && !state.gone) {
       this.#processes.set(child, { mappings: state.mappings, syncedAt: state.syncedAt, gone: false });
+      this.#listener?.onMappings(child, state.mappings);
     } else {
       this.#sync(child);
     }
@@ -111,7 +123,27 @@ export class ProcessManager {
 
   /** The process exited: nothing of it is needed any more (its traces are already resolved). */
   onExit(pid: Pid): void {
-    this.#processes.delete(pid);
+    if (this.#processes.delete(pid)) this.#listener?.onExit(pid);
+  }
+
+  /** The unwinder met a process it has no mappings for: read it unless that just happened. */
+  onUnknown(pid: Pid): void {
+    const state = this.#processes.get(pid);
+    if (state && !state.gone) {
+      // Known here but not (yet) in BPF, e.g. read before the unwinder existed: hand it over.
+      this.#listener?.onMappings(pid, state.mappings);
+      return;
+    }
+    if (!state) this.#sync(pid);
+  }
+
+  /** The unwinder met code outside the process's known mappings: re-read them (rate-limited). */
+  onStale(pid: Pid): void {
+    const state = this.#processes.get(pid);
+    if (!state || (!state.gone && performance.now() - state.syncedAt >= this.#resyncIntervalMs)) {
+      this.stats.resyncs++;
+      this.#sync(pid);
+    }
   }
 
   /**
@@ -132,6 +164,46 @@ export class ProcessManager {
     }
     const mapping = state.mappings[index]!;
     return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
+  }
+
+  /**
+   * Hands the files of this process's own mappings that match `wanted` (e.g. libc and the dynamic
+   * loader, which nearly every process maps) to the listener before any traced process needs them.
+   */
+  preload(wanted: (path: string) => boolean): void {
+    const self = Deno.pid as Pid;
+    for (const mapping of parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`))) {
+      if (wanted(mapping.path)) this.#listener?.onPreload?.(this.#fileOf(self, mapping));
+    }
+  }
+
+  /**
+   * Hands the file at `path` to the listener before any process maps it (the command `record` is about
+   * to start). Ignored when the file cannot be read.
+   */
+  preloadPath(path: string): void {
+    let stat: Deno.FileInfo;
+    try {
+      stat = Deno.statSync(path);
+    } catch {
+      return;
+    }
+    if (!stat.isFile || stat.dev === null || stat.ino === null) return;
+    // The device number as /proc/PID/maps prints it: major:minor in hex.
+    const dev = stat.dev;
+    const major = Math.floor(dev / 256) & 0xfff | (Math.floor(dev / 2 ** 32) & ~0xfff);
+    const minor = (dev & 0xff) | (Math.floor(dev / 4096) & ~0xff);
+    const hex = (value: number) => value.toString(16).padStart(2, "0");
+    const mapping: ProcMapping = {
+      start: 0 as Address,
+      end: 0 as Address,
+      fileOffset: 0,
+      device: `${hex(major)}:${hex(minor)}`,
+      inode: stat.ino,
+      path: Deno.realPathSync(path),
+      deleted: false,
+    };
+    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping));
   }
 
   /** Closes the files kept open. Safe to call twice. */
@@ -166,6 +238,7 @@ export class ProcessManager {
       ? { ...previous, gone: true }
       : { mappings, syncedAt: performance.now(), gone };
     this.#processes.set(pid, state);
+    if (!gone) this.#listener?.onMappings(pid, state.mappings);
     return state;
   }
 
@@ -174,9 +247,9 @@ export class ProcessManager {
     const key = isFile ? `${mapping.device}:${mapping.inode}` : mapping.path || "[anonymous]";
     const known = this.#files.get(key);
     if (known) return known;
-    const file = isFile ? this.#openFile(pid, mapping, key) : {
+    const file = isFile ? this.#openFile(pid, mapping, key) : mapping.path === "[vdso]" ? this.#vdso() : {
       key,
-      kind: mapping.path === "[vdso]" ? "vdso" as const : "anonymous" as const,
+      kind: "anonymous" as const,
       path: mapping.path || "[anonymous]",
       fileId: null,
       openPath: null,
@@ -208,6 +281,41 @@ export class ProcessManager {
     }
     logger.debug("Cannot open {path} of process {pid}", { path: mapping.path, pid });
     return { key, kind: "file", path: mapping.path, fileId: null, openPath: null };
+  }
+
+  /**
+   * The vdso: the kernel maps the same image into every process, so this process's copy, put into an
+   * in-memory file, serves for unwinding (its .eh_frame) and symbolization (its .dynsym) of all.
+   */
+  #vdso(): MappedFile {
+    const base = { key: "[vdso]", kind: "vdso" as const, path: "[vdso]", fileId: null, openPath: null };
+    try {
+      const own = parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`)).find((m) =>
+        m.path === "[vdso]"
+      );
+      if (!own) return base;
+      const bytes = new Uint8Array(own.end - own.start);
+      using memory = Deno.openSync(`${this.#procRoot}/self/mem`);
+      memory.seekSync(own.start, Deno.SeekMode.Start);
+      let filled = 0;
+      while (filled < bytes.length) {
+        const count = memory.readSync(bytes.subarray(filled));
+        if (!count) break;
+        filled += count;
+      }
+      const { fn } = libc();
+      const fd = fn.memfd_create(cString("vdso"), 0);
+      if (fd < 0) return base;
+      if (Number(fn.write(fd, bytes, BigInt(filled))) !== filled) {
+        fn.close(fd);
+        return base;
+      }
+      this.#pinnedFds.push(fd);
+      return { ...base, openPath: `/proc/self/fd/${fd}` };
+    } catch (error) {
+      logger.debug("Cannot copy the vdso: {error}", { error: String(error) });
+      return base;
+    }
   }
 
   /** Keeps a descriptor open and returns a path that reopens it for as long as the session runs. */

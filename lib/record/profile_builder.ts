@@ -22,7 +22,7 @@ import type {
 import type { MappedFile } from "../process/process_manager.ts";
 import { KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
-import type { FileOffset, KernelAddress } from "../types.ts";
+import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import { FrameMarker } from "../../support/types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 
@@ -92,11 +92,11 @@ class Builder {
     // A return address points after the call; the call itself (address - 1) names the right function
     // and line, even when the call is the last instruction of a function.
     const lookup = frame.returnAddress ? frame.address - 1 : frame.address;
-    const file = frame.mapping?.file;
-    const key = frame.kind === FrameMarker.Kernel
+    const file = frame.file;
+    const key = frame.addressKind === "kernel"
       ? `k${lookup}`
       : file
-      ? `${file.key}\0${lookup}`
+      ? `${file.key}\0${frame.addressKind}${lookup}${frame.signalTrampoline ? "s" : ""}`
       : `?${frame.kind}:${lookup}`;
     let index = this.#locationIndex.get(key);
     if (index === undefined) {
@@ -113,12 +113,11 @@ class Builder {
 
   #symbolize(frame: StackFrame, lookup: number): ProfileLocation {
     const kind = KIND_OF_MARKER.get(frame.kind) ?? "unknown";
-    if (frame.kind === FrameMarker.Kernel) return this.#kernelLocation(lookup as KernelAddress);
-    const mapping = frame.mapping;
-    if (!mapping) {
+    if (frame.addressKind === "kernel") return this.#kernelLocation(lookup as KernelAddress);
+    const file = frame.file;
+    if (!file) {
       return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
     }
-    const file = mapping.file;
     const mappingIndex = this.#mapping(file);
     if (file.openPath === null) {
       const name = file.kind === "file"
@@ -126,14 +125,17 @@ class Builder {
         : `[${file.path.replace(/^\[|\]$/g, "")}]`;
       return { kind, mapping: mappingIndex, address: lookup, functionName: name, sourceFile: "", line: 0 };
     }
-    const vaddr = this.#native.fileOffsetToVaddr(file.openPath, lookup as FileOffset);
+    const vaddr = frame.addressKind === "vaddr"
+      ? lookup as Address
+      : this.#native.fileOffsetToVaddr(file.openPath, lookup as FileOffset);
     const symbol = vaddr === null ? null : this.#native.symbolize(file.openPath, vaddr);
     if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
     return {
       kind,
       mapping: mappingIndex,
       address: vaddr ?? lookup,
-      functionName: symbol?.functionName ?? formatUnknownFrame(file.path, lookup),
+      functionName: symbol?.functionName ??
+        (frame.signalTrampoline ? "[signal trampoline]" : formatUnknownFrame(file.path, vaddr ?? lookup)),
       sourceFile: "",
       line: 0,
     };

@@ -21,6 +21,7 @@ import type { Pid } from "../types.ts";
 import { buildProfile } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
+import { NativeUnwinding } from "../unwind/native_unwinding.ts";
 
 /** A snapshot while recording. */
 export interface RecorderProgress {
@@ -28,14 +29,19 @@ export interface RecorderProgress {
   samples: number;
   processes: number;
   lost: number;
+  /** Bytes of BPF map memory holding unwind tables and process mappings. */
+  unwindBytes: number;
 }
 
 const DRAIN_INTERVAL_MS = 10;
+/** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
+const TRIE_ENTRY_BYTES = 72;
 
 /** Sampling plus host-side aggregation, running until stopped. */
 export class Recorder {
   readonly tracer: Tracer;
   readonly processes: ProcessManager;
+  readonly unwinding: NativeUnwinding;
   #table: StackTable;
   #drainTimer: ReturnType<typeof setInterval>;
   #started = performance.now();
@@ -46,10 +52,16 @@ export class Recorder {
   #kernel: KernelSymbols | null | undefined;
   #closed = false;
 
-  private constructor(tracer: Tracer, processes: ProcessManager, setupStart: number) {
+  private constructor(
+    tracer: Tracer,
+    processes: ProcessManager,
+    unwinding: NativeUnwinding,
+    setupStart: number,
+  ) {
     this.tracer = tracer;
     this.processes = processes;
-    this.#table = new StackTable(processes);
+    this.unwinding = unwinding;
+    this.#table = this.#newTable();
     this.#setupStart = setupStart;
     this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
   }
@@ -57,16 +69,16 @@ export class Recorder {
   /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
-    const processes = new ProcessManager();
-    let tracer: Tracer;
-    try {
-      tracer = Tracer.start(options);
-    } catch (error) {
-      processes.close();
-      throw error;
-    }
+    const tracer = Tracer.start(options);
+    const unwinding = new NativeUnwinding(tracer.object);
+    const processes = new ProcessManager({ listener: unwinding });
+    // Nearly every process maps the C library and the dynamic loader: having their tables ready means
+    // the first samples of a new process unwind completely.
+    processes.preload((path) => /\/(libc\.so\.6|ld-linux-x86-64\.so\.2)$/.test(path));
+    for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
+    const recorder = new Recorder(tracer, processes, unwinding, setupStart);
     for (const pid of options.pids ?? []) processes.onExec(pid as Pid);
-    return new Recorder(tracer, processes, setupStart);
+    return recorder;
   }
 
   /** Samples received since the last reset. */
@@ -104,6 +116,7 @@ export class Recorder {
       samples: this.#table.samples,
       processes: this.processes.processCount,
       lost: metrics.TracesLost + metrics.EventsLost,
+      unwindBytes: this.unwinding.stats.deltaBytes + this.unwinding.stats.trieEntries * TRIE_ENTRY_BYTES,
     };
   }
 
@@ -127,10 +140,14 @@ export class Recorder {
       periodNs: this.tracer.periodNs,
     }, { native: this.#native, kernel: this.#kernel });
     if (options.reset) {
-      this.#table = new StackTable(this.processes);
+      this.#table = this.#newTable();
       this.#intervalStartNs = nowNs;
     }
     return profile;
+  }
+
+  #newTable(): StackTable {
+    return new StackTable(this.processes, (id) => this.unwinding.fileById(id));
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */

@@ -17,6 +17,7 @@ import type { ProcessManager } from "../process/process_manager.ts";
 import type { Pid } from "../types.ts";
 import { Recorder, type RecorderProgress } from "./recorder.ts";
 import type { TracerMetrics } from "./tracer.ts";
+import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
 
 /** What to record. */
 export interface SessionOptions {
@@ -26,6 +27,8 @@ export interface SessionOptions {
   pids: readonly Pid[];
   /** Starts the workload to profile (with its children); called once sampling is on. */
   spawn?: () => Deno.ChildProcess;
+  /** The workload's executable and libraries, if known: their tables are prepared before it starts. */
+  executables?: readonly string[];
   sampleIdle?: boolean;
   /** Aborting it stops the session (tests, embedding). */
   signal?: AbortSignal;
@@ -49,6 +52,8 @@ export interface SessionResult {
   firstSampleKtimeNs: number | null;
   /** Process-tracking counters. */
   processStats: ProcessManager["stats"];
+  /** Native unwinder counters (files loaded, BPF memory for tables). */
+  unwindStats: NativeUnwindingStats;
 }
 
 /** Runs a session; see the module doc. */
@@ -58,6 +63,7 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
     pids: options.pids,
     followChildrenOf: options.spawn ? [Deno.pid as Pid] : [],
     sampleIdle: options.sampleIdle,
+    preloadPaths: options.executables ?? [],
   });
 
   const { promise: stopped, resolve: stop } = Promise.withResolvers<SessionResult["stoppedBy"]>();
@@ -99,6 +105,7 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
       firstSampleMs: recorder.firstSampleMs,
       firstSampleKtimeNs: recorder.firstSampleKtimeNs,
       processStats: { ...recorder.processes.stats },
+      unwindStats: recorder.unwinding.stats,
     };
   } finally {
     if (progressTimer !== undefined) clearInterval(progressTimer);

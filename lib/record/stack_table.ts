@@ -15,12 +15,13 @@
  * @module
  */
 import type { RecordSink } from "../bpf/ring_buffer.ts";
-import type { ProcessManager, ResolvedMapping } from "../process/process_manager.ts";
+import type { MappedFile, ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import {
   COMM_LENGTH,
   FRAME_ADDRESS,
+  FRAME_FILE_ID,
   FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
@@ -35,16 +36,29 @@ import {
   TRACE_STOP_REASON,
 } from "./trace_format.ts";
 
+/** What the `address` of a {@linkcode StackFrame} is. */
+export type AddressKind =
+  /** a KernelAddress */
+  | "kernel"
+  /** an ELF virtual address of `file` (resolved in BPF) */
+  | "vaddr"
+  /** an offset into `file` (resolved on the host from the process's mappings) */
+  | "offset"
+  /** a process address that no known mapping holds */
+  | "absolute";
+
 /** One frame of a stored stack, with user addresses already resolved. */
 export interface StackFrame {
   /** A FrameMarker value. */
   readonly kind: number;
   /** The address was a return address (the call is just before it). */
   readonly returnAddress: boolean;
-  /** Kernel frames: the KernelAddress. Resolved native frames: the file offset. Otherwise the address. */
+  readonly addressKind: AddressKind;
   readonly address: number;
-  /** The mapping a native frame was found in, or null (kernel frames, unresolvable addresses). */
-  readonly mapping: ResolvedMapping | null;
+  /** The file of "vaddr" and "offset" frames. */
+  readonly file: MappedFile | null;
+  /** The unwinder found a signal trampoline here. */
+  readonly signalTrampoline?: boolean;
 }
 
 /** A distinct stack of one thread and how often it was sampled. */
@@ -67,11 +81,14 @@ interface Entry {
 }
 
 const KEY_START = RECORD_PID;
+/** High half of 2^47, where x86-64 user space ends. */
+const USER_SPACE_HIGH = 0x8000;
 const decoder = new TextDecoder();
 
 /** Aggregated stacks plus process bookkeeping; a RecordSink for RingBufferReader.drain(). */
 export class StackTable implements RecordSink {
   #processes: ProcessManager;
+  #fileById: (id: number) => MappedFile | undefined;
   #buckets = new Map<number, Entry>();
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
@@ -81,8 +98,10 @@ export class StackTable implements RecordSink {
   /** CLOCK_MONOTONIC time of the first sample in ns, or -1 before it. */
   firstSampleKtimeNs = -1;
 
-  constructor(processes: ProcessManager) {
+  /** `fileById` names the files behind the file ids of frames unwound in BPF. */
+  constructor(processes: ProcessManager, fileById: (id: number) => MappedFile | undefined = () => undefined) {
     this.#processes = processes;
+    this.#fileById = fileById;
   }
 
   /** Distinct stacks, in order of first appearance. */
@@ -103,6 +122,12 @@ export class StackTable implements RecordSink {
           view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid,
           view.getUint32(offset + RECORD_PID, true) as Pid,
         );
+        break;
+      case EventKind.ProcessUnknown:
+        this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
+        break;
+      case EventKind.ProcessStale:
+        this.#processes.onStale(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
       case EventKind.ProcessExit:
         // Records of the process may still follow in this drain (from other CPUs); forget it after.
@@ -171,24 +196,38 @@ export class StackTable implements RecordSink {
       const returnAddress = (flags & FrameFlag.ReturnAddress) !== 0;
       if (kind === FrameMarker.Kernel) {
         // Kernel text is in the top 2 GiB: the low half identifies it (see KernelAddress).
-        frames.push({
-          kind,
-          returnAddress,
-          address: (high === 0xffffffff ? low : 0) as KernelAddress,
-          mapping: null,
-        });
+        const address = (high === 0xffffffff ? low : 0) as KernelAddress;
+        frames.push({ kind, returnAddress, addressKind: "kernel", address, file: null });
         continue;
       }
-      const address = high * 0x100000000 + low;
+      // Above user space (a frame-pointer walk that read garbage): not a code address; keep it exact
+      // and recognizably invalid as 0.
+      const address = high >= USER_SPACE_HIGH ? 0 : high * 0x100000000 + low;
       if (flags & FrameFlag.AbsoluteAddress) {
         const resolved = this.#processes.resolve(pid, address as Address);
         frames.push(
           resolved
-            ? { kind, returnAddress, address: resolved.fileOffset, mapping: resolved.mapping }
-            : { kind, returnAddress, address, mapping: null },
+            ? {
+              kind,
+              returnAddress,
+              addressKind: "offset",
+              address: resolved.fileOffset,
+              file: resolved.mapping.file,
+            }
+            : { kind, returnAddress, addressKind: "absolute", address, file: null },
         );
       } else {
-        frames.push({ kind, returnAddress, address, mapping: null });
+        const fileId = view.getUint32(at + FRAME_FILE_ID, true);
+        const file = this.#fileById(fileId) ?? null;
+        const signalTrampoline = (flags & FrameFlag.SignalTrampoline) !== 0;
+        frames.push({
+          kind,
+          returnAddress,
+          addressKind: file ? "vaddr" : "absolute",
+          address,
+          file,
+          signalTrampoline,
+        });
       }
     }
     return {

@@ -44,6 +44,10 @@ export interface TracerOptions {
   followChildrenOf?: readonly Pid[];
   /** Also record samples of idle CPUs (the idle task, pid 0). */
   sampleIdle?: boolean;
+  /** Also record samples of the profiler's own process. */
+  sampleSelf?: boolean;
+  /** Files to prepare unwinding tables for before sampling starts (the command about to run). */
+  preloadPaths?: readonly string[];
   /** Ring buffer size in bytes (a power of two, at least a page). */
   ringBufferBytes?: number;
 }
@@ -80,6 +84,12 @@ export class Tracer {
       const config = rodataOffsets.tracer_config;
       rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
       rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
+      // Sampling itself would cost the most exactly when the profiler is busiest (symbolizing).
+      new DataView(rodata.buffer, rodata.byteOffset).setUint32(
+        config + tracerConfigLayout.self_pid.offset,
+        options.sampleSelf ? 0 : Deno.pid,
+        true,
+      );
       object.map("events").setMaxEntries(ringBytes);
       object.load();
 
@@ -116,6 +126,11 @@ export class Tracer {
       throw error;
     }
     return tracer;
+  }
+
+  /** The loaded BPF object, for the parts that fill its maps (the native unwinder's tables). */
+  get object(): BpfObject {
+    return this.#object;
   }
 
   /** Delivers the records waiting in the ring buffer to `sink`; returns how many. */

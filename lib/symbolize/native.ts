@@ -131,7 +131,10 @@ export class NativeSymbolizer implements Disposable {
   symbolize(path: string, vaddr: Address, root = "/"): NativeSymbol | null {
     const match = this.#entry(path, root).symbols.lookup(vaddr);
     if (match === null) return null;
-    return { functionName: this.#demangle ? this.#demangled(match.name) : match.name, offset: match.offset };
+    // .symtab names of versioned definitions carry the version (`__libc_start_main@@GLIBC_2.34`).
+    const at = match.name.indexOf("@");
+    const name = at > 0 ? match.name.slice(0, at) : match.name;
+    return { functionName: this.#demangle ? this.#demangled(name) : name, offset: match.offset };
   }
 
   /**

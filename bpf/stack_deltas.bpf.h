@@ -1,0 +1,113 @@
+// Looking up how to unwind an address: the process's mapping (LPM trie) gives the file and bias, the
+// file's page table and delta array give the rule in force at the address.
+#ifndef OMNIPROF_STACK_DELTAS_BPF_H
+#define OMNIPROF_STACK_DELTAS_BPF_H
+
+#include <bpf/bpf_endian.h>
+
+#include "maps.bpf.h"
+
+// Binary search steps: a page holds at most 2^16 deltas.
+#define DELTA_SEARCH_STEPS 16
+#define BIAS_MASK 0x00ffffffffffffffULL
+// Report an unknown or stale process at most this often (ns).
+#define REPORT_INTERVAL_NS 500000000ULL
+
+static __always_inline struct pid_page_mapping_info *lookup_mapping(__u32 pid, __u64 pc)
+{
+  struct pid_page_mapping_key key = {
+    .prefix_len = BIT_WIDTH_PID + BIT_WIDTH_PAGE,
+    .pid_be = bpf_htonl(pid),
+    .page_be = bpf_cpu_to_be64(pc),
+  };
+  return bpf_map_lookup_elem(&pid_page_to_mapping_info, &key);
+}
+
+static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
+{
+  switch (map_id) {
+#define BUCKET_CASE(n)                                                                                  \
+  case n:                                                                                               \
+    return bpf_map_lookup_elem(&exe_id_to_##n##_stack_deltas, file_id);
+    BUCKET_CASE(8)
+    BUCKET_CASE(9)
+    BUCKET_CASE(10)
+    BUCKET_CASE(11)
+    BUCKET_CASE(12)
+    BUCKET_CASE(13)
+    BUCKET_CASE(14)
+    BUCKET_CASE(15)
+    BUCKET_CASE(16)
+    BUCKET_CASE(17)
+    BUCKET_CASE(18)
+    BUCKET_CASE(19)
+    BUCKET_CASE(20)
+    BUCKET_CASE(21)
+    BUCKET_CASE(22)
+    BUCKET_CASE(23)
+#undef BUCKET_CASE
+  }
+  return 0;
+}
+
+// The rule for `vaddr` of file `file_id`: the unwind_info field of the last delta at or before it.
+// Returns -1 when the file has no table for the address.
+static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+{
+  struct stack_delta_page_key key = {.file_id = file_id, .page = vaddr >> STACK_DELTA_PAGE_BITS};
+  struct stack_delta_page_info *page = bpf_map_lookup_elem(&stack_delta_page_to_info, &key);
+  if (!page || page->num_deltas == 0)
+    return -1;
+  void *deltas = delta_array(page->map_id, &file_id);
+  if (!deltas)
+    return -1;
+  __u16 target = vaddr & STACK_DELTA_PAGE_MASK;
+  __u32 low = page->first_delta;
+  __u32 high = low + page->num_deltas; // exclusive
+  for (int i = 0; i < DELTA_SEARCH_STEPS; i++) {
+    if (low + 1 >= high)
+      break;
+    __u32 middle = (low + high) / 2;
+    struct stack_delta *delta = bpf_map_lookup_elem(deltas, &middle);
+    if (!delta)
+      return -1;
+    if (delta->addr_low <= target)
+      low = middle;
+    else
+      high = middle;
+  }
+  struct stack_delta *delta = bpf_map_lookup_elem(deltas, &low);
+  // The host starts every page with the rule in force at its first byte, so this only fails on a
+  // corrupt table.
+  if (!delta || delta->addr_low > target)
+    return -1;
+  *unwind_info = delta->unwind_info;
+  *addr_low = delta->addr_low;
+  return 0;
+}
+
+// Asks the host to (re)read a process, at most every REPORT_INTERVAL_NS per process.
+static __always_inline void report_process(__u32 kind, __u32 pid)
+{
+  __u64 now = bpf_ktime_get_ns();
+  __u64 *last = bpf_map_lookup_elem(&reported_pids, &pid);
+  if (last && now - *last < REPORT_INTERVAL_NS)
+    return;
+  bpf_map_update_elem(&reported_pids, &pid, &now, BPF_ANY);
+  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+  if (!event) {
+    metric_increment(METRIC_EVENTS_LOST);
+    return;
+  }
+  event->hdr.kind = kind;
+  event->hdr.cpu = bpf_get_smp_processor_id();
+  event->hdr.ktime = now;
+  event->hdr.pid = pid;
+  event->hdr.tid = 0;
+  event->parent_pid = 0;
+  event->pad = 0;
+  __builtin_memset(event->comm, 0, sizeof(event->comm));
+  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+}
+
+#endif

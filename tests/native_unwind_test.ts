@@ -1,0 +1,144 @@
+// Native unwinding without frame pointers, end to end: the BPF unwinder follows the stack deltas that
+// the host extracted from each file's .eh_frame. Each workload runs under `record -- COMMAND` and the
+// written profile is checked for complete stacks. Needs root and BTF.
+import assert from "node:assert/strict";
+import {
+  buildWorkload,
+  countWhere,
+  type FoldedStack,
+  hasChain,
+  parseFolded,
+  runCli,
+  tempDir,
+  tracingTest,
+} from "./helpers.ts";
+
+async function recordFolded(command: string[], extra: string[] = []): Promise<FoldedStack[]> {
+  const dir = tempDir();
+  try {
+    const result = await runCli(["record", ...extra, "-o", `${dir}/out.folded`, "--", ...command]);
+    assert.equal(result.code, 0, result.stderr);
+    return parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+function share(stacks: FoldedStack[], predicate: (stack: FoldedStack) => boolean, label: string): number {
+  const total = countWhere(stacks, () => true);
+  const matching = countWhere(stacks, predicate);
+  console.log(`${label}: ${matching}/${total} samples`);
+  assert.ok(total >= 20, `${label}: too few samples (${total})`);
+  return matching / total;
+}
+
+/** Frames are root first; the chain must appear in order, each frame right below the previous. */
+function startsAtRoot(stack: FoldedStack): boolean {
+  return stack.frames[0] === "_start" || stack.frames[0] === "__libc_start_main" ||
+    stack.frames[0] === "__libc_start_call_main";
+}
+
+Deno.test(
+  tracingTest("main;a;b;c is complete in >= 95% of samples of -fomit-frame-pointer code", async () => {
+    const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
+    const stacks = (await recordFolded([chain, "3"])).filter((stack) => stack.comm === "chain-nofp");
+    const complete = share(
+      stacks,
+      (s) => hasChain(s.frames, ["main", "a", "b", "c"]),
+      "omit-frame-pointer chain",
+    );
+    assert.ok(complete >= 0.95);
+    const rooted = share(stacks, startsAtRoot, "omit-frame-pointer chain rooted at _start");
+    assert.ok(rooted >= 0.9);
+  }),
+);
+
+Deno.test(tracingTest("a frameless leaf keeps its caller: main;a;b;c in >= 95% of samples", async () => {
+  const leaf = await buildWorkload(
+    "leaf",
+    ["-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer"],
+    "-fp",
+  );
+  const stacks = (await recordFolded([leaf, "3"])).filter((stack) => stack.comm === "leaf-fp");
+  assert.ok(share(stacks, (s) => hasChain(s.frames, ["main", "a", "b", "c"]), "frameless leaf") >= 0.95);
+}));
+
+Deno.test(tracingTest("a callback through libc's qsort is complete in >= 90% of samples", async () => {
+  const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
+  const stacks = (await recordFolded([qsort, "3"])).filter((stack) => stack.comm === "qsort_callback");
+  const complete = share(stacks, (s) => {
+    const main = s.frames.indexOf("main");
+    const sortRounds = s.frames.indexOf("sort_rounds");
+    const qsortFrame = s.frames.findIndex((frame) => /qsort/.test(frame));
+    const compare = s.frames.lastIndexOf("compare");
+    return main >= 0 && main < sortRounds && sortRounds < qsortFrame && qsortFrame < compare;
+  }, "qsort callback main;sort_rounds;...qsort...;compare");
+  assert.ok(complete >= 0.9);
+}));
+
+Deno.test(
+  tracingTest("a signal handler shows the handler, the trampoline and the interrupted frames", async () => {
+    const signal = await buildWorkload("signal_handler", ["-O2", "-fomit-frame-pointer"]);
+    const stacks = (await recordFolded([signal, "3"])).filter((stack) => stack.comm === "signal_handler");
+    const inHandler = stacks.filter((stack) => stack.frames.includes("handler_work"));
+    const through = share(inHandler, (s) => {
+      const spin = s.frames.indexOf("spin");
+      // glibc's trampoline has no symbol in Debian's stripped libc; the unwinder marks it.
+      const trampoline = s.frames.findIndex((frame) =>
+        frame === "__restore_rt" || frame === "[signal trampoline]"
+      );
+      const handler = s.frames.indexOf("on_signal");
+      return s.frames[spin - 1] === "main" && spin < trampoline && trampoline < handler &&
+        s.frames[handler + 1] === "handler_work";
+    }, "signal handler main;spin;__restore_rt;on_signal;handler_work");
+    assert.ok(through >= 0.8);
+  }),
+);
+
+Deno.test(
+  tracingTest("a library loaded with dlopen during the recording is unwound and symbolized", async () => {
+    const main = await buildWorkload("dlopen_main", ["-O2", "-fomit-frame-pointer"]);
+    const plugin = await buildWorkload(
+      "dlopen_plugin",
+      ["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"],
+      ".so",
+    );
+    const stacks = (await recordFolded([main, plugin, "0.5", "2.5"])).filter((stack) =>
+      stack.comm === "dlopen_main"
+    );
+    const inPlugin = stacks.filter((stack) => stack.frames.some((frame) => /^plugin_/.test(frame)));
+    assert.ok(
+      share(inPlugin, (s) => hasChain(s.frames, ["main", "run_plugin", "plugin_work"]), "dlopen") >= 0.9,
+    );
+  }),
+);
+
+Deno.test(
+  tracingTest("a C++ program built with default flags unwinds to main in >= 90% of samples", async () => {
+    const cpp = await buildWorkload("cpp_workload", ["-O2"]);
+    const stacks = (await recordFolded([cpp, "3"])).filter((stack) => stack.comm === "cpp_workload");
+    assert.ok(share(stacks, (s) => startsAtRoot(s) && s.frames.includes("main"), "C++ to main") >= 0.9);
+    assert.ok(
+      stacks.some((s) => s.frames.some((frame) => /workload::sorted_sum/.test(frame))),
+      "demangled names",
+    );
+  }),
+);
+
+Deno.test(
+  tracingTest("Debian's python3 (no frame pointers) unwinds to _start in >= 90% of samples", async () => {
+    const script =
+      "import time\nend = time.time() + 3\nx = 0\nwhile time.time() < end:\n    x = (x * 31 + 7) % 1000003\n";
+    const stacks = (await recordFolded(["/usr/bin/python3", "-c", script])).filter((s) =>
+      /^python3/.test(s.comm)
+    );
+    // python3's main jumps to Py_BytesMain (a tail call), so Py_BytesMain is the frame below libc's.
+    const rooted = share(
+      stacks,
+      (s) => startsAtRoot(s) && s.frames.includes("Py_BytesMain"),
+      "python3 to _start",
+    );
+    assert.ok(rooted >= 0.9);
+    assert.ok(stacks.some((s) => s.frames.some((frame) => /_PyEval_EvalFrameDefault/.test(frame))));
+  }),
+);

@@ -14,12 +14,14 @@ import { CommandError, recordCommand } from "./lib/cli/record_command.ts";
 import { reportCommand } from "./lib/cli/report_command.ts";
 import { topCommand } from "./lib/cli/top_command.ts";
 import { agentCommand } from "./lib/cli/agent_command.ts";
+import { diffCommand } from "./lib/cli/diff_command.ts";
 
 const USAGE = `Usage: omniprof COMMAND [options]
 
 Commands:
   record   sample stacks on every CPU and write a profile (omniprof record --help)
   report   print the top functions of a pprof profile
+  diff     compare two pprof profiles (--html OUT: differential flamegraph)
   top      live view of the hottest functions, like perf top (omniprof top --help)
   agent    profile continuously and export OpenTelemetry profiles or pprof files (omniprof agent --help)
   check    tell what works on this machine
@@ -44,6 +46,8 @@ async function main(argv: string[]): Promise<number> {
       return await reportCommand(rest);
     case "check":
       return checkCommand();
+    case "diff":
+      return await diffCommand(rest);
     case "top":
       return await topCommand(rest);
     case "agent":

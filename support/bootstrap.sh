@@ -16,8 +16,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # Build and test tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the
-# test workloads, npm fetches deno.
-for pkg in clang llvm libbpf1 gcc libc6-dev; do
+# test workloads, tmux is the terminal the live `top` test drives, npm fetches deno.
+for pkg in clang llvm libbpf1 gcc libc6-dev tmux chromium; do
   pkg_installed "$pkg" || need_apt+=("$pkg")
 done
 # Machines of this kind come with Node.js and npm (not always from Debian's packages: don't fight them).

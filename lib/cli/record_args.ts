@@ -16,7 +16,9 @@ import { parseArgs } from "node:util";
 import { asPid, type Pid } from "../types.ts";
 
 /** Output formats `record` writes. */
-export type OutputFormat = "pprof" | "folded";
+export type OutputFormat = "pprof" | "folded" | "html" | "speedscope";
+
+const FORMATS: readonly OutputFormat[] = ["pprof", "folded", "html", "speedscope"];
 
 /** A validated `record` invocation. */
 export interface RecordArgs {
@@ -45,7 +47,9 @@ Options:
   -F, --frequency HZ       samples per second per CPU (default 99)
   -p, --pid PID            only this process and its threads (repeatable)
   -o, --output FILE        where to write (default profile.pb.gz)
-      --format FORMAT      pprof or folded (default: from the extension: .pb.gz/.pb pprof, .folded folded)
+      --format FORMAT      pprof, folded, html or speedscope (default: from the extension: .pb.gz/.pb
+                           pprof, .folded folded, .html an interactive flamegraph, .speedscope.json
+                           speedscope)
       --demo               profile the built-in demo workload (5 s unless -d)
       --idle               also record idle CPUs
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
@@ -64,6 +68,8 @@ export class UsageError extends Error {
 export function formatFromPath(path: string): OutputFormat | null {
   if (/\.pb(\.gz)?$/.test(path) || /\.pprof$/.test(path)) return "pprof";
   if (/\.(folded|collapsed)$/.test(path) || /\.txt$/.test(path)) return "folded";
+  if (/\.html?$/.test(path)) return "html";
+  if (/\.speedscope\.json$/.test(path)) return "speedscope";
   return null;
 }
 
@@ -118,15 +124,16 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   const output = values.output ?? "profile.pb.gz";
   let format: OutputFormat;
   if (values.format !== undefined) {
-    if (values.format !== "pprof" && values.format !== "folded") {
-      throw new UsageError(`--format ${values.format}: use pprof or folded`);
+    const named = FORMATS.find((known) => known === values.format);
+    if (named === undefined) {
+      throw new UsageError(`--format ${values.format}: use ${FORMATS.join(", ")}`);
     }
-    format = values.format;
+    format = named;
   } else {
     const inferred = formatFromPath(output);
     if (inferred === null) {
       throw new UsageError(
-        `cannot tell the format of ${output}: name it .pb.gz or .folded, or pass --format`,
+        `cannot tell the format of ${output}: name it .pb.gz, .folded, .html or .speedscope.json, or pass --format`,
       );
     }
     format = inferred;

@@ -58,5 +58,15 @@ Deno.test("formatFromPath() knows pprof and folded names", () => {
   assert.equal(formatFromPath("a.pb.gz"), "pprof");
   assert.equal(formatFromPath("a.pb"), "pprof");
   assert.equal(formatFromPath("a.folded"), "folded");
-  assert.equal(formatFromPath("a.html"), null);
+  assert.equal(formatFromPath("a.svg"), null);
+});
+
+Deno.test("parseRecordArgs() infers html and speedscope from the extension, or takes --format", () => {
+  assert.equal(parseRecordArgs(["-o", "profile.html"]).format, "html");
+  assert.equal(parseRecordArgs(["-o", "cpu.speedscope.json"]).format, "speedscope");
+  assert.equal(parseRecordArgs(["-o", "out", "--format", "speedscope"]).format, "speedscope");
+  assert.equal(parseRecordArgs(["-o", "out.json", "--format", "html"]).format, "html");
+  assert.equal(formatFromPath("x.htm"), "html");
+  assert.equal(formatFromPath("x.json"), null, "plain JSON says nothing about the format");
+  assert.throws(() => parseRecordArgs(["-o", "x.json"]), UsageError);
 });

@@ -1,17 +1,70 @@
 /**
  * `omniprof report FILE`: the top functions of a pprof profile (ours or any other tool's), by self and
- * total samples.
+ * total samples; or the profile converted: folded stacks on stdout, an interactive flamegraph page, or a
+ * speedscope file.
  *
  * @module
  */
 import { parseArgs } from "node:util";
+import { formatFolded } from "../output/folded.ts";
+import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof } from "../output/pprof_reader.ts";
+import { formatSpeedscope } from "../output/speedscope.ts";
+import type { Profile } from "../profile/profile.ts";
+import { checkWritable, writeAtomically } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
+import { StatusLine } from "./status_line.ts";
 
-const USAGE = `Usage: omniprof report [-n N] FILE
+const USAGE = `Usage: omniprof report [options] FILE
 
-Prints the N (default 25) functions with the most self samples of a pprof profile (.pb.gz or .pb).`;
+Prints the N (default 25) functions with the most self samples of a pprof profile (.pb.gz or .pb),
+or converts it.
+
+Options:
+  -n, --top N          how many functions to print (default 25)
+      --folded         print folded stacks (comm;root;...;leaf COUNT) instead
+      --html OUT       write an interactive flamegraph page to OUT instead
+      --speedscope OUT write a speedscope file to OUT instead
+  -h, --help           show this help`;
+
+/**
+ * A progress callback for a long step that shows `label: NN%` on the status line (terminal only), at most
+ * ten times a second.
+ *
+ * @example
+ * ```ts ignore
+ * const status = new StatusLine();
+ * formatFlamegraphHtml(profile, { onProgress: progressReporter(status, "writing profile.html") });
+ * status.clear();
+ * ```
+ */
+export function progressReporter(status: StatusLine, label: string): (done: number, total: number) => void {
+  let last = 0;
+  return (done, total) => {
+    const now = performance.now();
+    if (now - last < 100 && done < total) return;
+    last = now;
+    status.update(`${label}: ${total > 0 ? Math.floor((100 * done) / total) : 100}%`);
+  };
+}
+
+/** Reads a pprof file, turning any failure into a CommandError that names the file. */
+export function readPprofFile(path: string): Profile {
+  let bytes: Uint8Array;
+  try {
+    bytes = Deno.readFileSync(path);
+  } catch (error) {
+    throw new CommandError(`Cannot read ${path}: ${error instanceof Error ? error.message : error}`);
+  }
+  try {
+    return decodePprof(bytes);
+  } catch (error) {
+    throw new CommandError(
+      `Cannot read ${path} as a pprof profile: ${error instanceof Error ? error.message : error}`,
+    );
+  }
+}
 
 /** Runs `report`; returns the exit code. */
 export function reportCommand(argv: string[]): Promise<number> {
@@ -20,34 +73,59 @@ export function reportCommand(argv: string[]): Promise<number> {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { top: { type: "string", short: "n" }, help: { type: "boolean", short: "h" } },
+      options: {
+        top: { type: "string", short: "n" },
+        folded: { type: "boolean" },
+        html: { type: "string" },
+        speedscope: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
     });
   } catch (error) {
     console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
     return Promise.resolve(2);
   }
-  if (parsed.values.help || parsed.positionals.length !== 1) {
+  const values = parsed.values;
+  if (values.help || parsed.positionals.length !== 1) {
     console.error(USAGE);
-    return Promise.resolve(parsed.values.help ? 0 : 2);
+    return Promise.resolve(values.help ? 0 : 2);
+  }
+  const conversions = [values.folded, values.html, values.speedscope].filter((v) => v !== undefined).length;
+  if (conversions > 1) {
+    console.error(`omniprof report: choose one of --folded, --html and --speedscope\n\n${USAGE}`);
+    return Promise.resolve(2);
   }
   const path = parsed.positionals[0]!;
-  const limit = parsed.values.top === undefined ? 25 : Number(parsed.values.top);
+  const limit = values.top === undefined ? 25 : Number(values.top);
   if (!Number.isInteger(limit) || limit <= 0) {
-    throw new CommandError(`-n ${parsed.values.top}: expected a count`);
+    throw new CommandError(`-n ${values.top}: expected a count`);
   }
-  let bytes: Uint8Array;
-  try {
-    bytes = Deno.readFileSync(path);
-  } catch (error) {
-    throw new CommandError(`Cannot read ${path}: ${error instanceof Error ? error.message : error}`);
+  const output = values.html ?? values.speedscope;
+  if (output !== undefined) checkWritable(output);
+  const profile = readPprofFile(path);
+  if (values.folded) {
+    // writeSync may write part of a large buffer to a pipe: loop until all of it is out.
+    const bytes = new TextEncoder().encode(formatFolded(profile));
+    for (let offset = 0; offset < bytes.length;) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+    return Promise.resolve(0);
   }
-  let profile;
-  try {
-    profile = decodePprof(bytes);
-  } catch (error) {
-    throw new CommandError(
-      `Cannot read ${path} as a pprof profile: ${error instanceof Error ? error.message : error}`,
-    );
+  if (output !== undefined) {
+    const status = new StatusLine();
+    const data = values.html !== undefined
+      ? formatFlamegraphHtml(profile, {
+        title: path.split("/").pop() ?? path,
+        seriesNames: [path],
+        onProgress: progressReporter(status, `writing ${output}`),
+      })
+      : formatSpeedscope(profile, { name: path.split("/").pop() ?? path });
+    status.update(`writing ${output}`);
+    try {
+      writeAtomically(output, data);
+    } finally {
+      status.clear();
+    }
+    status.note(`wrote ${output} (${values.html !== undefined ? "html" : "speedscope"})`);
+    return Promise.resolve(0);
   }
   const total = totalSampleCount(profile);
   const seconds = profile.durationNs / 1e9;

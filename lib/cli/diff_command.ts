@@ -1,0 +1,87 @@
+/**
+ * `omniprof diff BEFORE AFTER`: which functions grew or shrank between two pprof profiles, as shares of
+ * each profile's samples (so profiles of different lengths compare); with `--html OUT`, also a
+ * differential flamegraph page.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { checkWritable, writeAtomically } from "../record/output_file.ts";
+import { diffProfiles, formatDiffTable } from "../report/diff.ts";
+import { formatDiffHtml } from "../report/diff_html.ts";
+import { totalSampleCount } from "../report/top.ts";
+import type { Profile } from "../profile/profile.ts";
+import { CommandError } from "./record_command.ts";
+import { progressReporter, readPprofFile } from "./report_command.ts";
+import { StatusLine } from "./status_line.ts";
+
+const USAGE = `Usage: omniprof diff [options] BEFORE AFTER
+
+Compares two pprof profiles function by function: the change of each function's share of the samples,
+self and total, biggest change first.
+
+Options:
+  -n, --top N      how many functions to print (default 25)
+      --html OUT   also write a differential flamegraph (red: grew, blue: shrank) to OUT
+  -h, --help       show this help`;
+
+/** Runs `diff`; returns the exit code. */
+export function diffCommand(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        top: { type: "string", short: "n" },
+        html: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
+    return Promise.resolve(2);
+  }
+  const values = parsed.values;
+  if (values.help || parsed.positionals.length !== 2) {
+    console.error(USAGE);
+    return Promise.resolve(values.help ? 0 : 2);
+  }
+  const [beforePath, afterPath] = parsed.positionals as [string, string];
+  const limit = values.top === undefined ? 25 : Number(values.top);
+  if (!Number.isInteger(limit) || limit <= 0) {
+    throw new CommandError(`-n ${values.top}: expected a count`);
+  }
+  if (values.html !== undefined) checkWritable(values.html);
+  const before = readPprofFile(beforePath);
+  const after = readPprofFile(afterPath);
+  const diff = diffProfiles(before, after);
+  console.log(`before: ${describe(beforePath, before)}`);
+  console.log(`after:  ${describe(afterPath, after)}`);
+  console.log("Shares of each profile's samples; changes in percentage points (pp).\n");
+  console.log(formatDiffTable(diff, { limit }));
+  if (values.html !== undefined) {
+    const status = new StatusLine();
+    const html = formatDiffHtml(before, after, {
+      title: `${baseName(beforePath)} → ${baseName(afterPath)}`,
+      seriesNames: [beforePath, afterPath],
+      onProgress: progressReporter(status, `writing ${values.html}`),
+    });
+    status.update(`writing ${values.html}`);
+    try {
+      writeAtomically(values.html, html);
+    } finally {
+      status.clear();
+    }
+    status.note(`wrote ${values.html} (differential flamegraph)`);
+  }
+  return Promise.resolve(0);
+}
+
+function describe(path: string, profile: Profile): string {
+  return `${path}, ${totalSampleCount(profile)} samples over ${(profile.durationNs / 1e9).toFixed(1)} s`;
+}
+
+function baseName(path: string): string {
+  return path.split("/").pop() || path;
+}

@@ -1,0 +1,63 @@
+import assert from "node:assert/strict";
+import type { Profile } from "../../profile/profile.ts";
+import { formatFlamegraphHtml } from "./flamegraph.ts";
+import type { FlamegraphData } from "./flamegraph_data.ts";
+
+const hostile: Profile = {
+  startTimeNs: 0,
+  durationNs: 1e9,
+  periodNs: 1e7,
+  mappings: [],
+  locations: [
+    {
+      kind: "native",
+      mapping: -1,
+      address: 1,
+      functionName: "</script><script>alert(1)</script>",
+      sourceFile: "",
+      line: 0,
+    },
+    { kind: "native", mapping: -1, address: 2, functionName: "main", sourceFile: "<b>&amp;", line: 0 },
+  ],
+  samples: [{ locations: [0, 1], count: 2, pid: 5, tid: 5, comm: "a\u2028b" }],
+};
+
+/** The JSON inside the page's data element. */
+function embeddedData(html: string): FlamegraphData {
+  const match = /<script id="omniprof-data" type="application\/json">([\s\S]*?)<\/script>/.exec(html);
+  assert.ok(match, "the page has its data element");
+  return JSON.parse(match[1]!);
+}
+
+Deno.test("formatFlamegraphHtml() keeps every name inside the data, whatever it contains", () => {
+  const html = formatFlamegraphHtml(hostile, { title: "<title> & co" });
+  assert.ok(!html.includes("<script>alert"), "no name can close the data element");
+  assert.match(html, /<title>&#60;title&#62; &#38; co<\/title>/);
+  const data = embeddedData(html);
+  assert.ok(data.strings.includes("</script><script>alert(1)</script>"));
+  assert.ok(data.strings.includes("<b>&amp;"));
+  assert.ok(data.strings.includes("a\u2028b"));
+  assert.equal(data.title, "<title> & co");
+});
+
+Deno.test("formatFlamegraphHtml() makes one self-contained page that fetches nothing", () => {
+  const html = formatFlamegraphHtml(hostile);
+  assert.match(html, /^<!doctype html>/);
+  assert.match(html, /Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'/);
+  assert.ok(!/\b(src|href)\s*=/i.test(html.replace(/<script id="omniprof-data"[\s\S]*?<\/script>/, "")));
+  assert.ok(!/^import\s/m.test(html), "the view's import of the model is dropped: one module scope");
+  assert.match(html, /export function decodeData/);
+  assert.match(html, /startPage\(\);/);
+});
+
+Deno.test({
+  name: "the page's view script type-checks against the DOM",
+  // Deno type-checks page_model.js through its tests; the view only runs in the browser, so check it here.
+  sanitizeResources: false,
+  async fn() {
+    const path = new URL("./page_view.js", import.meta.url).pathname;
+    const result = await new Deno.Command(Deno.execPath(), { args: ["check", path], stderr: "piped" })
+      .output();
+    assert.ok(result.success, new TextDecoder().decode(result.stderr));
+  },
+});

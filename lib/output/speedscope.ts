@@ -1,0 +1,187 @@
+/**
+ * The speedscope file format (https://www.speedscope.app/file-format-schema.json): "sampled" profiles
+ * over one shared frame table, which speedscope, and tools that read its format, open directly.
+ *
+ * One profile per process, busiest first (speedscope opens the first): an omniprof profile holds
+ * aggregated counts, not a timeline, so splitting per thread would add no time order, only more entries
+ * to pick from (whole-system profiles have thousands of threads), while the threads of one process
+ * usually run the same code (thread pools), which is what one wants to see together. The thread filter
+ * of the HTML page is there for per-thread views.
+ *
+ * Frames are functions: name, and file (the source file, else the mapping's file name), without line
+ * numbers, since speedscope would otherwise split a function into one frame per sampled line. Weights are
+ * CPU time in nanoseconds (samples times the sampling period), or sample counts (unit "none") when the
+ * period is unknown.
+ *
+ * @example
+ * ```ts
+ * import { formatSpeedscope } from "./speedscope.ts";
+ * import type { Profile } from "../profile/profile.ts";
+ * declare const profile: Profile;
+ * Deno.writeTextFileSync("cpu.speedscope.json", formatSpeedscope(profile, { name: "nginx" }));
+ * ```
+ *
+ * @module
+ */
+
+import type { Profile } from "../profile/profile.ts";
+
+/** The schema URL speedscope files declare. */
+export const SPEEDSCOPE_SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json";
+
+/** A frame of the shared table. */
+export interface SpeedscopeFrame {
+  name: string;
+  file?: string;
+}
+
+/** A sampled profile: stacks (root first, frame indices) with a weight each. */
+export interface SpeedscopeSampledProfile {
+  type: "sampled";
+  name: string;
+  unit: "nanoseconds" | "none";
+  startValue: number;
+  endValue: number;
+  samples: number[][];
+  weights: number[];
+}
+
+/** A whole speedscope file. */
+export interface SpeedscopeFile {
+  $schema: typeof SPEEDSCOPE_SCHEMA_URL;
+  shared: { frames: SpeedscopeFrame[] };
+  profiles: SpeedscopeSampledProfile[];
+  name: string;
+  activeProfileIndex: number;
+  exporter: string;
+}
+
+/** Options of {@linkcode speedscopeFile}. */
+export interface SpeedscopeOptions {
+  /** The file's name as speedscope shows it (default "omniprof profile"). */
+  name?: string;
+}
+
+const KERNEL_FILE = "[kernel]";
+
+/**
+ * Converts `profile` into a speedscope file: one sampled profile per process, busiest first.
+ *
+ * @example
+ * ```ts
+ * import { speedscopeFile } from "./speedscope.ts";
+ * const file = speedscopeFile({
+ *   startTimeNs: 0, durationNs: 1e9, periodNs: 1e7, mappings: [],
+ *   locations: [{ kind: "native", mapping: -1, address: 0, functionName: "main", sourceFile: "", line: 0 }],
+ *   samples: [{ locations: [0], count: 3, pid: 7, tid: 7, comm: "app" }],
+ * });
+ * // file.profiles[0]: { name: "app (pid 7)", unit: "nanoseconds", samples: [[0]], weights: [30000000], ... }
+ * ```
+ */
+export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}): SpeedscopeFile {
+  const { locations, mappings, samples } = profile;
+  const frames: SpeedscopeFrame[] = [];
+  const frameIds = new Map<string, number>();
+  const frameOfLocation = new Int32Array(locations.length).fill(-1);
+  const unit = profile.periodNs > 0 ? "nanoseconds" : "none";
+  const weightPerSample = profile.periodNs > 0 ? profile.periodNs : 1;
+
+  interface Building {
+    pid: number;
+    names: Map<string, number>;
+    stacks: Map<string, number>;
+    stackList: number[][];
+    weights: number[];
+    total: number;
+  }
+  const processes = new Map<number, Building>();
+  for (let s = 0; s < samples.length; s++) {
+    const sample = samples[s]!;
+    if (!(sample.count > 0)) continue;
+    const stack: number[] = new Array(sample.locations.length);
+    // Root first, so frames are numbered in the order a reader meets them.
+    for (let i = sample.locations.length - 1; i >= 0; i--) {
+      const index = sample.locations[i]!;
+      let frame = frameOfLocation[index];
+      if (frame === undefined) {
+        throw new RangeError(`Cannot write speedscope: sample ${s} refers to location ${index}`);
+      }
+      if (frame < 0) {
+        const location = locations[index]!;
+        const file = location.sourceFile ||
+          (mappings[location.mapping]?.fileName ?? (location.kind === "kernel" ? KERNEL_FILE : ""));
+        const name = location.functionName || "[unknown]";
+        const key = `${name}\0${file}`;
+        frame = frameIds.get(key) ?? -1;
+        if (frame < 0) {
+          frame = frames.length;
+          frames.push(file === "" ? { name } : { name, file });
+          frameIds.set(key, frame);
+        }
+        frameOfLocation[index] = frame;
+      }
+      // Leaf first in the profile, root first in speedscope.
+      stack[sample.locations.length - 1 - i] = frame;
+    }
+    let building = processes.get(sample.pid);
+    if (building === undefined) {
+      building = {
+        pid: sample.pid,
+        names: new Map(),
+        stacks: new Map(),
+        stackList: [],
+        weights: [],
+        total: 0,
+      };
+      processes.set(sample.pid, building);
+    }
+    const weight = sample.count * weightPerSample;
+    building.total += weight;
+    const name = sample.tid === sample.pid ? `\0main\0${sample.comm}` : sample.comm;
+    building.names.set(name, (building.names.get(name) ?? 0) + weight);
+    const key = stack.join(",");
+    const existing = building.stacks.get(key);
+    if (existing !== undefined) {
+      building.weights[existing] = building.weights[existing]! + weight;
+    } else {
+      building.stacks.set(key, building.stackList.length);
+      building.stackList.push(stack);
+      building.weights.push(weight);
+    }
+  }
+  const ordered = [...processes.values()].sort((a, b) => b.total - a.total || a.pid - b.pid);
+  return {
+    $schema: SPEEDSCOPE_SCHEMA_URL,
+    shared: { frames },
+    profiles: ordered.map((building) => ({
+      type: "sampled",
+      name: `${processName(building.names)} (pid ${building.pid})`,
+      unit,
+      startValue: 0,
+      endValue: building.total,
+      samples: building.stackList,
+      weights: building.weights,
+    })),
+    name: options.name ?? "omniprof profile",
+    activeProfileIndex: 0,
+    exporter: "omniprof",
+  };
+}
+
+/** {@linkcode speedscopeFile} as JSON text, ending in a newline. */
+export function formatSpeedscope(profile: Profile, options: SpeedscopeOptions = {}): string {
+  return JSON.stringify(speedscopeFile(profile, options)) + "\n";
+}
+
+/** The main thread's name when it was sampled, else the name with the most weight. */
+function processName(names: Map<string, number>): string {
+  let best = "", bestWeight = -1;
+  for (const [name, weight] of names) {
+    if (name.startsWith("\0main\0")) return name.slice(6) || "[unknown]";
+    if (weight > bestWeight) {
+      best = name;
+      bestWeight = weight;
+    }
+  }
+  return best || "[unknown]";
+}

@@ -1,0 +1,89 @@
+import assert from "node:assert/strict";
+import type { FrameKind, Profile, ProfileLocation } from "../profile/profile.ts";
+import { diffProfiles, formatDiffTable } from "./diff.ts";
+
+/** A profile from `root;...;leaf count` lines; `[k]` marks kernel frames. */
+function profileOf(lines: string[]): Profile {
+  const locations: ProfileLocation[] = [];
+  const ids = new Map<string, number>();
+  const location = (name: string): number => {
+    let id = ids.get(name);
+    if (id === undefined) {
+      const kind: FrameKind = name.endsWith("[k]") ? "kernel" : "native";
+      id = locations.length;
+      locations.push({
+        kind,
+        mapping: -1,
+        address: id,
+        functionName: name.replace("[k]", ""),
+        sourceFile: "",
+        line: 0,
+      });
+      ids.set(name, id);
+    }
+    return id;
+  };
+  return {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 1e7,
+    mappings: [],
+    locations,
+    samples: lines.map((line) => {
+      const [stack, count] = line.split(" ");
+      return {
+        comm: "app",
+        pid: 1,
+        tid: 1,
+        count: Number(count),
+        locations: stack!.split(";").map(location).reverse(),
+      };
+    }),
+  };
+}
+
+Deno.test("diffProfiles() of a profile against itself finds no change", () => {
+  const profile = profileOf(["main;a;b;c 90", "main;a 5", "main;write;do_syscall_64[k] 5"]);
+  const diff = diffProfiles(profile, profile);
+  assert.deepEqual(diff.rows, []);
+  assert.equal(diff.unchanged, 6);
+  assert.match(formatDiffTable(diff), /^No change: all 6 functions/);
+});
+
+Deno.test("diffProfiles() compares shares, so a longer profile with the same mix shows no change", () => {
+  const diff = diffProfiles(profileOf(["main;a 10", "main;b 30"]), profileOf(["main;a 100", "main;b 300"]));
+  assert.deepEqual(diff.rows, []);
+  assert.deepEqual([diff.samplesBefore, diff.samplesAfter], [40, 400]);
+});
+
+Deno.test("diffProfiles() puts the function whose self share changed most first, before its callers", () => {
+  const before = profileOf(["main;a;b;c 80", "main;a;b 10", "main;x 10"]);
+  const after = profileOf(["main;a;b;c 40", "main;a;b;d 100", "main;a;b 20", "main;x 40"]);
+  const diff = diffProfiles(before, after);
+  // Self shares: c 80% -> 20%, d 0 -> 50%, x 10% -> 20%, b 10% -> 10%; totals of a and b 90% -> 80%.
+  assert.deepEqual(diff.rows.map((row) => row.name), ["c", "d", "x", "a", "b"]);
+  assert.equal(diff.unchanged, 1, "main: 100% of both");
+  const [c, d, , a] = diff.rows;
+  assert.ok(Math.abs(c!.selfDelta - (0.2 - 0.8)) < 1e-12);
+  assert.ok(Math.abs(d!.selfDelta - 0.5) < 1e-12);
+  assert.deepEqual([d!.selfBefore, d!.selfAfter, d!.totalAfter], [0, 100, 100]);
+  assert.ok(Math.abs(a!.totalDelta + 0.1) < 1e-12 && a!.selfDelta === 0);
+  const table = formatDiffTable(diff, { limit: 2 });
+  const lines = table.split("\n");
+  assert.match(
+    lines[0]!,
+    /Δself\s+self before\s+self after\s+Δtotal\s+total before\s+total after\s+function/,
+  );
+  assert.match(lines[1]!, /^-60\.00 pp\s+80\.00%\s+20\.00%\s+-60\.00 pp\s+80\.00%\s+20\.00%\s+c$/);
+  assert.match(lines[2]!, /^\+50\.00 pp\s+0\.00%\s+50\.00%\s+\+50\.00 pp\s+0\.00%\s+50\.00%\s+d$/);
+  assert.match(table, /\(3 more changed functions; 1 unchanged\)/);
+});
+
+Deno.test("diffProfiles() keeps kernel and native functions of the same name apart", () => {
+  const diff = diffProfiles(profileOf(["main;write 10"]), profileOf(["main;write[k] 10"]));
+  assert.deepEqual(diff.rows.map((row) => `${row.name}/${row.kind}`).sort(), [
+    "write/kernel",
+    "write/native",
+  ]);
+  assert.match(formatDiffTable(diff), /write \[k\]\n/);
+});

@@ -1,0 +1,135 @@
+/**
+ * Validates omniprof's speedscope output against the file-format JSON schema that speedscope publishes
+ * in its npm package (dist/release/file-format-schema.json, loaded at test time from node_modules), with
+ * Ajv, on a synthetic profile with every frame kind and on a real recording of the chain workload. The
+ * schema leaves some rules to the reader (frame indices in range, one weight per sample), which are
+ * checked here as well.
+ */
+
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { Ajv } from "ajv";
+import type { FrameKind, Profile } from "../lib/profile/profile.ts";
+import { formatSpeedscope, type SpeedscopeFile } from "../lib/output/speedscope.ts";
+import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
+
+const require = createRequire(import.meta.url);
+let schemaPath = "";
+let missing = "";
+try {
+  schemaPath = require.resolve("speedscope/dist/release/file-format-schema.json");
+} catch (error) {
+  missing = `the speedscope npm package has no file-format-schema.json: ${(error as Error).message}`;
+  console.log(`speedscope schema tests ignored: ${missing}`);
+}
+
+function validator() {
+  const schema = JSON.parse(Deno.readTextFileSync(schemaPath));
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  return ajv.compile(schema);
+}
+
+/** The rules the schema cannot express. */
+function checkConsistency(file: SpeedscopeFile): void {
+  const frames = file.shared.frames.length;
+  assert.ok(file.profiles.length > 0);
+  for (const profile of file.profiles) {
+    assert.equal(profile.samples.length, profile.weights.length, `${profile.name}: one weight per sample`);
+    let sum = 0;
+    for (const [i, stack] of profile.samples.entries()) {
+      assert.ok(stack.length > 0 || profile.weights[i]! >= 0);
+      for (const frame of stack) assert.ok(Number.isInteger(frame) && frame >= 0 && frame < frames);
+      sum += profile.weights[i]!;
+    }
+    assert.equal(profile.endValue - profile.startValue, sum, `${profile.name}: endValue is the total weight`);
+  }
+  assert.ok(file.activeProfileIndex >= 0 && file.activeProfileIndex < file.profiles.length);
+}
+
+const kinds: FrameKind[] = [
+  "kernel",
+  "native",
+  "python",
+  "php",
+  "phpjit",
+  "hotspot",
+  "ruby",
+  "perl",
+  "v8",
+  "dotnet",
+  "unknown",
+  "error",
+];
+
+Deno.test({
+  name: "speedscope output of a profile with every frame kind validates against speedscope's schema",
+  ignore: missing !== "",
+  fn() {
+    const profile: Profile = {
+      startTimeNs: 1.7e18,
+      durationNs: 3e9,
+      periodNs: 10_101_010,
+      mappings: [{
+        start: 0x400000,
+        end: 0x500000,
+        fileOffset: 0,
+        fileName: "/bin/app",
+        buildId: "ab",
+        hasFunctions: true,
+      }],
+      locations: kinds.map((kind, i) => ({
+        kind,
+        mapping: kind === "native" ? 0 : -1,
+        address: 0x401000 + i,
+        functionName: kind === "unknown" ? "" : `fn_${kind}`,
+        sourceFile: kind === "python" ? "app.py" : "",
+        line: kind === "python" ? 7 : 0,
+      })),
+      samples: kinds.map((_, i) => ({
+        locations: Array.from({ length: i + 1 }, (_, j) => i - j),
+        count: i + 1,
+        pid: 100 + (i % 3),
+        tid: 200 + i,
+        comm: `thread ${i % 3}`,
+      })),
+    };
+    const file = JSON.parse(formatSpeedscope(profile, { name: "every kind" })) as SpeedscopeFile;
+    const validate = validator();
+    assert.ok(validate(file), JSON.stringify(validate.errors, null, 2));
+    checkConsistency(file);
+    assert.equal(file.profiles.length, 3);
+    // The validator is not vacuous: a file without weights fails.
+    const broken = structuredClone(file) as unknown as { profiles: Record<string, unknown>[] };
+    delete broken.profiles[0]!.weights;
+    assert.equal(validate(broken), false);
+  },
+});
+
+const chainTest = tracingTest(
+  "record -o X.speedscope.json of the chain workload validates against the schema",
+  async () => {
+    const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
+    const dir = tempDir();
+    try {
+      const output = `${dir}/chain.speedscope.json`;
+      const result = await runCli(["record", "-F", "199", "-o", output, "--", chain, "2"]);
+      assert.equal(result.code, 0, result.stderr);
+      const file = JSON.parse(Deno.readTextFileSync(output)) as SpeedscopeFile;
+      const validate = validator();
+      assert.ok(validate(file), JSON.stringify(validate.errors, null, 2));
+      checkConsistency(file);
+      const names = file.shared.frames.map((frame) => frame.name);
+      const chainProfile = file.profiles.find((profile) => profile.name.startsWith("chain-fp"));
+      assert.ok(chainProfile, `profiles: ${file.profiles.map((p) => p.name).join(", ")}`);
+      assert.equal(chainProfile.unit, "nanoseconds");
+      const withChain = chainProfile.samples.filter((stack) => {
+        const text = stack.map((frame) => names[frame]).join(";");
+        return text.includes("main;a;b;c");
+      });
+      assert.ok(withChain.length > 0, "the chain main;a;b;c is in the profile");
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+);
+Deno.test({ ...chainTest, ignore: chainTest.ignore || missing !== "" });

@@ -118,11 +118,13 @@ export function programsOf(pid: number): ProgramCounters[] {
 
 /**
  * Follows the BPF programs of a process tree while it runs: the latest counters of every program it
- * held (programs that were closed keep their last values) and when a sampling program first ran.
+ * held (programs that were closed keep their last values), their names, and when a sampling program
+ * first ran.
  */
 export class ProgramWatcher {
   readonly #root: number;
   readonly #latest = new Map<number, ProgramCounters>();
+  readonly #names = new Map<number, string>();
   #firstRunNs: number | null = null;
 
   /** Watches `root` and its descendants. */
@@ -143,35 +145,42 @@ export class ProgramWatcher {
     return this.#firstRunNs !== null;
   }
 
+  /**
+   * Asks bpftool for the names of programs not named yet. Spawning bpftool takes milliseconds, so call
+   * it once the first sample is seen rather than while timing it; programs must still be loaded.
+   */
+  async nameNewPrograms(): Promise<void> {
+    for (const id of this.#latest.keys()) {
+      if (!this.#names.has(id)) this.#names.set(id, await bpftoolProgramName(id));
+    }
+  }
+
   /** CLOCK_MONOTONIC ns of the first poll that saw a sampling program with runs, or null. */
   get firstRunNs(): number | null {
     return this.#firstRunNs;
   }
 
-  /** Every program seen, with its latest counters. */
-  programs(): ProgramCounters[] {
-    return [...this.#latest.values()];
+  /** Every program seen, with its latest counters and its name ("" when unknown). */
+  programs(): NamedProgram[] {
+    return [...this.#latest.values()].map((program) => ({
+      ...program,
+      name: this.#names.get(program.id) ?? "",
+    }));
   }
 }
 
-/** Adds each program's name, asked from `bpftool prog show id ID` (programs already gone get ""). */
-export async function namePrograms(programs: ProgramCounters[]): Promise<NamedProgram[]> {
-  const named: NamedProgram[] = [];
-  for (const program of programs) {
-    let name = "";
-    try {
-      const output = await new Deno.Command("bpftool", {
-        args: ["prog", "show", "id", String(program.id), "-j"],
-        stdout: "piped",
-        stderr: "null",
-      }).output();
-      if (output.success) name = parseBpftoolName(new TextDecoder().decode(output.stdout), program.id);
-    } catch {
-      // bpftool missing: names are only for display and for finding omniprof's entry program
-    }
-    named.push({ ...program, name });
+/** The name of loaded program `id` from `bpftool prog show id ID -j`; "" when bpftool cannot tell. */
+export async function bpftoolProgramName(id: number): Promise<string> {
+  try {
+    const output = await new Deno.Command("bpftool", {
+      args: ["prog", "show", "id", String(id), "-j"],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    return output.success ? parseBpftoolName(new TextDecoder().decode(output.stdout), id) : "";
+  } catch {
+    return ""; // bpftool missing: names only label programs and find omniprof's entry program
   }
-  return named;
 }
 
 /** The name in `bpftool prog show id ID -j` output, when its id matches. */
@@ -201,7 +210,8 @@ export function perSampleNs(programs: NamedProgram[], entryName?: string): numbe
   const sampling = programs.filter((program) => program.type === PROG_TYPE_PERF_EVENT);
   if (sampling.length === 0) return null;
   const byName = entryName === undefined ? undefined : sampling.find((program) => program.name === entryName);
-  const entry = byName ?? sampling.reduce((best, program) => program.runCount > best.runCount ? program : best);
+  const entry = byName ??
+    sampling.reduce((best, program) => program.runCount > best.runCount ? program : best);
   if (entry.runCount === 0) return null;
   return sampling.reduce((sum, program) => sum + program.runTimeNs, 0) / entry.runCount;
 }

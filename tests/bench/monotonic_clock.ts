@@ -20,9 +20,12 @@ const timespec = new BigInt64Array(2);
 /** The current CLOCK_MONOTONIC time in nanoseconds (exact below 2^53 ns, about 104 days of uptime). */
 export function monotonicNs(): number {
   if (clockGettime === undefined) {
-    const lib = Deno.dlopen("libc.so.6", {
-      clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
-    } as const);
+    const lib = Deno.dlopen(
+      "libc.so.6",
+      {
+        clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
+      } as const,
+    );
     clockGettime = lib.symbols.clock_gettime;
   }
   if (clockGettime(CLOCK_MONOTONIC, timespec) !== 0) {

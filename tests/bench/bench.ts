@@ -1,0 +1,314 @@
+/**
+ * `deno task bench`: omniprof next to perf, bpftrace and bcc on the same workload, in one run.
+ *
+ * For each tool in turn: one busy copy of a known-chain workload (main -> a -> b -> c) per CPU, the tool
+ * sampling every CPU at the same frequency for the same time, and then: the tool's own CPU time and peak
+ * RSS, its BPF run time per sample, the time to its first sample, and the share of the workload's
+ * samples that carry the whole chain. Prints one table, the ratios against omniprof and the issue's
+ * targets with PASS/FAIL; `--json FILE` also writes everything as JSON. tests/bench/README.md says how
+ * each column is measured.
+ *
+ *   deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools omniprof,perf,...]
+ *
+ * Exit code: 0 when every target that could be judged passed, 1 when one failed or omniprof did not run,
+ * 2 when the benchmark cannot run here.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { REPO_ROOT } from "../helpers.ts";
+import { onlineCpus } from "../../lib/sys/cpus.ts";
+import { enableBpfStats } from "./bpf_programs.ts";
+import { processCpuSeconds, systemCpu } from "./system_cpu.ts";
+import { type Peer, PEERS, signalTree, timeMissing } from "./peers.ts";
+import {
+  type BenchRow,
+  evaluateTargets,
+  formatRatios,
+  formatTable,
+  formatTargets,
+  missingRow,
+  oneLine,
+  ratios,
+  resultRow,
+} from "./results.ts";
+
+const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
+
+Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
+process per CPU) and compares their cost and their stacks. Needs root.
+
+  --json FILE          also write the results as JSON
+  --duration SECONDS   seconds each tool samples (whole seconds, default 10)
+  --frequency HZ       samples per second per CPU (default 99)
+  --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
+`;
+
+/** The workload's executable name, which is also its thread name in every tool's output. */
+const WORKLOAD_COMM = "chain_bench";
+/** The call chain the workload always has on its stack while it burns CPU. */
+const CHAIN = ["main", "a", "b", "c"];
+
+interface Options {
+  jsonPath: string | null;
+  durationSeconds: number;
+  frequencyHz: number;
+  peers: Peer[];
+}
+
+function parseOptions(argv: string[]): Options | string {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        json: { type: "string" },
+        duration: { type: "string" },
+        frequency: { type: "string" },
+        tools: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+  if (values.help) return "";
+  const durationSeconds = Number(values.duration ?? "10");
+  if (!Number.isInteger(durationSeconds) || durationSeconds < 1 || durationSeconds > 3600) {
+    return `--duration ${values.duration}: expected whole seconds from 1 to 3600`;
+  }
+  const frequencyHz = Number(values.frequency ?? "99");
+  if (!Number.isInteger(frequencyHz) || frequencyHz < 1 || frequencyHz > 10000) {
+    return `--frequency ${values.frequency}: expected a whole number of Hz from 1 to 10000`;
+  }
+  const keys = values.tools === undefined ? PEERS.map((peer) => peer.key) : values.tools.split(",");
+  const unknown = keys.filter((key) => !PEERS.some((peer) => peer.key === key));
+  if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")}`;
+  return {
+    jsonPath: values.json ?? null,
+    durationSeconds,
+    frequencyHz,
+    peers: PEERS.filter((peer) => keys.includes(peer.key)),
+  };
+}
+
+/** Everything the benchmark started or changed, undone on any exit, including Ctrl-C. */
+class Cleanup {
+  readonly spawned = new Set<number>();
+  restoreStats: (() => void) | null = null;
+  dir: string | null = null;
+
+  run(): void {
+    // Only processes still our children: a pid that was reaped may belong to someone else by now.
+    for (const pid of this.spawned) if (parentOf(pid) === Deno.pid) signalTree(pid, "SIGKILL");
+    this.spawned.clear();
+    try {
+      this.restoreStats?.();
+    } catch (error) {
+      console.error(`bench: could not restore kernel.bpf_stats_enabled: ${error}`);
+    }
+    if (this.dir !== null) {
+      try {
+        Deno.removeSync(this.dir, { recursive: true });
+      } catch {
+        // already gone
+      }
+      this.dir = null;
+    }
+  }
+}
+
+function parentOf(pid: number): number | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    // The command name in parentheses may hold spaces: the fields after it are fixed.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return null;
+  }
+}
+
+async function firstLine(program: string, args: string[]): Promise<string> {
+  try {
+    const output = await new Deno.Command(program, { args, stdout: "piped", stderr: "null" }).output();
+    return new TextDecoder().decode(output.stdout).split("\n")[0]!.trim();
+  } catch {
+    return "";
+  }
+}
+
+async function compileWorkload(dir: string): Promise<string> {
+  const path = `${dir}/${WORKLOAD_COMM}`;
+  const output = await new Deno.Command("gcc", {
+    args: ["-O2", "-fno-omit-frame-pointer", `${REPO_ROOT}tests/workloads/chain.c`, "-o", path],
+    stderr: "piped",
+  }).output();
+  if (!output.success) throw new Error(`gcc: ${new TextDecoder().decode(output.stderr)}`);
+  return path;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function main(argv: string[]): Promise<number> {
+  const options = parseOptions(argv);
+  if (typeof options === "string") {
+    if (options) console.error(`bench: ${options}\n`);
+    console.error(USAGE);
+    return options ? 2 : 0;
+  }
+  if (Deno.uid() !== 0) {
+    console.error(
+      "bench: needs root (the tools load BPF programs and the benchmark sets kernel.bpf_stats_enabled)",
+    );
+    return 2;
+  }
+  const noTime = await timeMissing();
+  if (noTime !== null) {
+    console.error(`bench: not installed: ${noTime} (it measures each tool's CPU time and RSS)`);
+    return 2;
+  }
+  const missing = new Map<Peer["key"], string>();
+  for (const peer of options.peers) {
+    const reason = await peer.missing();
+    if (reason !== null) {
+      missing.set(peer.key, reason);
+      console.log(`not installed: ${reason}`);
+    }
+  }
+  const cpus = onlineCpus().length;
+  const meta = {
+    date: new Date().toISOString(),
+    kernel: Deno.osRelease(),
+    cpus,
+    durationSeconds: options.durationSeconds,
+    frequencyHz: options.frequencyHz,
+    workload: `${cpus} x tests/workloads/chain.c (-O2 -fno-omit-frame-pointer) as ${WORKLOAD_COMM}`,
+    versions: {
+      deno: Deno.version.deno,
+      perf: await firstLine("perf", ["--version"]),
+      bpftrace: await firstLine("bpftrace", ["--version"]),
+      bcc: await firstLine("dpkg-query", ["-W", "-f", "${Version}", "bpfcc-tools"]),
+    },
+  };
+  console.log(
+    `kernel ${meta.kernel}, ${cpus} CPUs, ${options.frequencyHz} Hz for ${options.durationSeconds} s per tool, ` +
+      `workload: ${meta.workload}`,
+  );
+  console.log(
+    `a tool that keeps up records about ${
+      cpus * options.frequencyHz * options.durationSeconds
+    } workload samples ` +
+      `(fewer when other processes take CPU from the workload)`,
+  );
+
+  const cleanup = new Cleanup();
+  const onSignal = () => {
+    cleanup.run();
+    console.error("\nbench: interrupted; kernel.bpf_stats_enabled restored, temporary files removed");
+    Deno.exit(130);
+  };
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+
+  const rows: BenchRow[] = [];
+  try {
+    cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
+    const dir = cleanup.dir;
+    const workload = await compileWorkload(dir);
+    // Load omniprof's module graph once, so its row measures a run, not Deno's one-time transpile cache.
+    await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${REPO_ROOT}main.ts`, "--help"],
+      cwd: REPO_ROOT,
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    cleanup.restoreStats = enableBpfStats();
+
+    for (const peer of options.peers) {
+      const reason = missing.get(peer.key);
+      if (reason !== undefined) {
+        rows.push(missingRow(peer, "not installed", reason));
+        continue;
+      }
+      const before = systemCpu();
+      const workloads = Array.from({ length: cpus }, () => {
+        const child = new Deno.Command(workload, {
+          args: ["3600"],
+          stdin: "null",
+          stdout: "null",
+          stderr: "null",
+        }).spawn();
+        cleanup.spawned.add(child.pid);
+        return child;
+      });
+      await sleep(300);
+      console.log(`${peer.label}: running...`);
+      let row: BenchRow;
+      try {
+        const result = await peer.run({
+          dir,
+          durationSeconds: options.durationSeconds,
+          frequencyHz: options.frequencyHz,
+          onSpawn: (pid) => cleanup.spawned.add(pid),
+        });
+        row = resultRow(peer, result, WORKLOAD_COMM, CHAIN);
+        const after = systemCpu();
+        const workloadCpu = workloads.reduce((sum, child) => sum + (processCpuSeconds(child.pid) ?? 0), 0);
+        row.otherCpuSeconds = after.busySeconds - before.busySeconds - workloadCpu - (row.cpuSeconds ?? 0);
+        row.stealSeconds = after.stealSeconds - before.stealSeconds;
+      } catch (error) {
+        row = missingRow(peer, "failed", oneLine(error instanceof Error ? error.message : String(error)));
+      } finally {
+        for (const child of workloads) {
+          try {
+            child.kill("SIGKILL");
+          } catch {
+            // already gone
+          }
+          await child.status;
+          cleanup.spawned.delete(child.pid);
+        }
+      }
+      rows.push(row);
+      // Let the kernel free the tool's programs and perf events before the next one starts.
+      await sleep(1000);
+    }
+  } finally {
+    cleanup.run();
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
+
+  const targets = evaluateTargets(rows);
+  console.log(`\n${formatTable(rows)}\n\n${formatRatios(rows)}\n\n${formatTargets(targets)}\n`);
+  for (const row of rows) {
+    if (row.status !== "ok") continue;
+    const details = [
+      `first sample: ${row.firstSampleSource}`,
+      ...(row.bpfPrograms.length > 0
+        ? [`BPF programs (run_time_ns/run_cnt): ${row.bpfPrograms.join(", ")}`]
+        : []),
+      ...row.notes,
+      ...(row.stealSeconds !== null
+        ? [`hypervisor steal during its window ${row.stealSeconds.toFixed(1)} s`]
+        : []),
+    ];
+    console.log(`${row.tool}: ${details.join("; ")}`);
+  }
+  if (options.jsonPath !== null) {
+    Deno.writeTextFileSync(
+      options.jsonPath,
+      JSON.stringify({ meta, rows, ratios: ratios(rows), targets }, null, 2) + "\n",
+    );
+    console.log(`wrote ${options.jsonPath}`);
+  }
+  const own = rows.find((row) => row.key === "omniprof");
+  if (own !== undefined && own.status !== "ok") return 1;
+  return targets.some((target) => target.verdict === "FAIL") ? 1 : 0;
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

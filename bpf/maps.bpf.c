@@ -12,6 +12,8 @@ struct stack_delta_pages_map stack_delta_page_to_info SEC(".maps");
 struct pid_page_mappings_map pid_page_to_mapping_info SEC(".maps");
 struct known_pids_map known_pids SEC(".maps");
 struct reported_pids_map reported_pids SEC(".maps");
+struct loaded_files_map loaded_files SEC(".maps");
+struct reported_files_map reported_files SEC(".maps");
 struct stack_delta_outer_8 exe_id_to_8_stack_deltas SEC(".maps");
 struct stack_delta_outer_9 exe_id_to_9_stack_deltas SEC(".maps");
 struct stack_delta_outer_10 exe_id_to_10_stack_deltas SEC(".maps");

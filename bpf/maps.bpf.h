@@ -81,6 +81,21 @@ struct known_pids_map {
   __type(value, __u8);
 };
 
+struct loaded_files_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, LOADED_FILES_MAX_ENTRIES);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, __u64);
+  __type(value, __u8);
+};
+
+struct reported_files_map {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);
+  __type(value, __u64);
+};
+
 struct reported_pids_map {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -132,6 +147,10 @@ extern struct stack_delta_pages_map stack_delta_page_to_info SEC(".maps");
 extern struct pid_page_mappings_map pid_page_to_mapping_info SEC(".maps");
 // Processes whose mappings the host has installed.
 extern struct known_pids_map known_pids SEC(".maps");
+// Files whose stack deltas are loaded (a file is installed in the trie before its deltas are).
+extern struct loaded_files_map loaded_files SEC(".maps");
+// When a file was last asked for (rate limit).
+extern struct reported_files_map reported_files SEC(".maps");
 // When a process was last reported to the host (rate limit).
 extern struct reported_pids_map reported_pids SEC(".maps");
 

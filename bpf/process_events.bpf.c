@@ -29,7 +29,7 @@ static __always_inline void emit(__u32 kind, struct task_struct *task, __u32 par
   event->hdr.pid = BPF_CORE_READ(task, tgid);
   event->hdr.tid = BPF_CORE_READ(task, pid);
   event->parent_pid = parent_pid;
-  event->pad = 0;
+  event->file_id = 0;
   bpf_probe_read_kernel_str(event->comm, sizeof(event->comm), &task->comm);
   bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
 }

@@ -105,7 +105,31 @@ static __always_inline void report_process(__u32 kind, __u32 pid)
   event->hdr.pid = pid;
   event->hdr.tid = 0;
   event->parent_pid = 0;
-  event->pad = 0;
+  event->file_id = 0;
+  __builtin_memset(event->comm, 0, sizeof(event->comm));
+  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+}
+
+// Asks the host to load a file's deltas, at most every REPORT_INTERVAL_NS per file.
+static __always_inline void report_file(__u64 file_id, __u32 pid)
+{
+  __u64 now = bpf_ktime_get_ns();
+  __u64 *last = bpf_map_lookup_elem(&reported_files, &file_id);
+  if (last && now - *last < REPORT_INTERVAL_NS)
+    return;
+  bpf_map_update_elem(&reported_files, &file_id, &now, BPF_ANY);
+  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+  if (!event) {
+    metric_increment(METRIC_EVENTS_LOST);
+    return;
+  }
+  event->hdr.kind = EVENT_KIND_FILE_NEEDED;
+  event->hdr.cpu = bpf_get_smp_processor_id();
+  event->hdr.ktime = now;
+  event->hdr.pid = pid;
+  event->hdr.tid = 0;
+  event->parent_pid = 0;
+  event->file_id = (__u32)file_id;
   __builtin_memset(event->comm, 0, sizeof(event->comm));
   bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
 }

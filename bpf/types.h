@@ -56,6 +56,8 @@ enum event_kind {
   EVENT_KIND_PROCESS_UNKNOWN = 0x5,
   // A known process ran code outside its installed mappings (dlopen, JIT, a new mapping): re-read it.
   EVENT_KIND_PROCESS_STALE = 0x6,
+  // Code of a file whose stack deltas are not loaded yet ran: the host should load them.
+  EVENT_KIND_FILE_NEEDED = 0x7,
 };
 
 enum frame_flag {
@@ -103,7 +105,8 @@ enum metric_id {
   METRIC_PROCESS_UNKNOWN = 16,      // samples of processes without installed mappings
   METRIC_UNWIND_SIGNAL_FRAMES = 17, // signal frames crossed
   METRIC_SELF_SKIPPED = 18,         // samples of the profiler itself, not recorded
-  METRIC_COUNT = 19,
+  METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
+  METRIC_COUNT = 20,
 };
 
 enum limits {
@@ -134,6 +137,7 @@ enum stack_delta_constants {
   PID_PAGE_MAPPINGS_MAX_ENTRIES = 524288,
   FILES_PER_BUCKET_MAX = 4096,
   KNOWN_PIDS_MAX_ENTRIES = 65536,
+  LOADED_FILES_MAX_ENTRIES = 65536,
 };
 
 // Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
@@ -197,7 +201,7 @@ struct trace {
 struct process_event {
   struct event_header hdr;
   __u32 parent_pid;    // fork: the parent process; otherwise 0
-  __u32 pad;
+  __u32 file_id;       // file needed: the file; otherwise 0
   char comm[COMM_LEN];
 };
 

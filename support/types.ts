@@ -38,7 +38,7 @@ export const processEventLayout = {
   sizeof: 48,
   hdr: { offset: 0, size: 24 }, // struct event_header
   parent_pid: { offset: 24, size: 4 }, // __u32
-  pad: { offset: 28, size: 4 }, // __u32
+  file_id: { offset: 28, size: 4 }, // __u32
   comm: { offset: 32, size: 16, count: 16, elementSize: 1 }, // char[16]
 } as const;
 
@@ -157,6 +157,7 @@ export const EventKind = {
   ProcessFork: 4,
   ProcessUnknown: 5,
   ProcessStale: 6,
+  FileNeeded: 7,
 } as const;
 /** One value of {@linkcode EventKind}. */
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
@@ -206,7 +207,8 @@ export const MetricId = {
   ProcessUnknown: 16,
   UnwindSignalFrames: 17,
   SelfSkipped: 18,
-  Count: 19,
+  UnwindFilePending: 19,
+  Count: 20,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -245,6 +247,7 @@ export const StackDeltaConstants = {
   PidPageMappingsMaxEntries: 524288,
   FilesPerBucketMax: 4096,
   KnownPidsMaxEntries: 65536,
+  LoadedFilesMaxEntries: 65536,
 } as const;
 /** One value of {@linkcode StackDeltaConstants}. */
 export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];

@@ -36,7 +36,8 @@ export interface ProfileInfo {
 /** Symbolizers to use instead of fresh ones (tests, or reuse across profiles). */
 export interface Symbolizers {
   native?: NativeSymbolizer;
-  kernel?: KernelSymbols | null;
+  /** Kernel symbols, or how to get them when the first kernel frame needs them. */
+  kernel?: KernelSymbols | null | (() => KernelSymbols | null);
 }
 
 /** x86-64 user space ends at 2^47. */
@@ -80,7 +81,7 @@ class Builder {
   #mappingIndex = new Map<MappedFile, number>();
   #native: NativeSymbolizer;
   #ownsNative: boolean;
-  #kernel: KernelSymbols | null | undefined;
+  #kernel: KernelSymbols | null | undefined | (() => KernelSymbols | null);
 
   constructor(symbolizers: Symbolizers) {
     this.#native = symbolizers.native ?? new NativeSymbolizer();
@@ -142,7 +143,9 @@ class Builder {
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {
-    if (this.#kernel === undefined) {
+    if (typeof this.#kernel === "function") {
+      this.#kernel = this.#kernel();
+    } else if (this.#kernel === undefined) {
       try {
         this.#kernel = KernelSymbols.load();
       } catch {

@@ -33,7 +33,9 @@ export interface RecorderProgress {
   unwindBytes: number;
 }
 
-const DRAIN_INTERVAL_MS = 10;
+// Often enough that a short-lived process's exec event is handled while it still runs; rarely enough
+// that the timer itself costs little.
+const DRAIN_INTERVAL_MS = 20;
 /** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
 const TRIE_ENTRY_BYTES = 72;
 
@@ -127,18 +129,11 @@ export class Recorder {
   takeProfile(options: { reset?: boolean } = {}): Profile {
     this.drain();
     const nowNs = Date.now() * 1e6;
-    if (this.#kernel === undefined) {
-      try {
-        this.#kernel = KernelSymbols.load();
-      } catch {
-        this.#kernel = null;
-      }
-    }
     const profile = buildProfile(this.#table.stacks(), {
       startTimeNs: this.#intervalStartNs,
       durationNs: nowNs - this.#intervalStartNs,
       periodNs: this.tracer.periodNs,
-    }, { native: this.#native, kernel: this.#kernel });
+    }, { native: this.#native, kernel: () => this.#kernelSymbols() });
     if (options.reset) {
       this.#table = this.#newTable();
       this.#intervalStartNs = nowNs;
@@ -146,8 +141,20 @@ export class Recorder {
     return profile;
   }
 
+  /** /proc/kallsyms, read once and only when a profile has kernel frames (it is large). */
+  #kernelSymbols(): KernelSymbols | null {
+    if (this.#kernel === undefined) {
+      try {
+        this.#kernel = KernelSymbols.load();
+      } catch {
+        this.#kernel = null;
+      }
+    }
+    return this.#kernel;
+  }
+
   #newTable(): StackTable {
-    return new StackTable(this.processes, (id) => this.unwinding.fileById(id));
+    return new StackTable(this.processes, this.unwinding);
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */

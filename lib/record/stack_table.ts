@@ -25,6 +25,7 @@ import {
   FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
+  PROCESS_EVENT_FILE_ID,
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
   RECORD_KTIME,
@@ -80,6 +81,14 @@ interface Entry {
   next: Entry | null;
 }
 
+/** The files that BPF frames refer to by id (the native unwinder's registry). */
+export interface FileRegistry {
+  fileById(id: number): MappedFile | undefined;
+  onFileNeeded(id: number): void;
+}
+
+const NO_FILES: FileRegistry = { fileById: () => undefined, onFileNeeded: () => {} };
+
 const KEY_START = RECORD_PID;
 /** High half of 2^47, where x86-64 user space ends. */
 const USER_SPACE_HIGH = 0x8000;
@@ -89,6 +98,7 @@ const decoder = new TextDecoder();
 export class StackTable implements RecordSink {
   #processes: ProcessManager;
   #fileById: (id: number) => MappedFile | undefined;
+  #onFileNeeded: (id: number) => void;
   #buckets = new Map<number, Entry>();
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
@@ -98,10 +108,14 @@ export class StackTable implements RecordSink {
   /** CLOCK_MONOTONIC time of the first sample in ns, or -1 before it. */
   firstSampleKtimeNs = -1;
 
-  /** `fileById` names the files behind the file ids of frames unwound in BPF. */
-  constructor(processes: ProcessManager, fileById: (id: number) => MappedFile | undefined = () => undefined) {
+  /**
+   * `files` names the files behind the file ids of frames unwound in BPF, and loads a file's unwind
+   * tables when BPF asks for them.
+   */
+  constructor(processes: ProcessManager, files: FileRegistry = NO_FILES) {
     this.#processes = processes;
-    this.#fileById = fileById;
+    this.#fileById = (id) => files.fileById(id);
+    this.#onFileNeeded = (id) => files.onFileNeeded(id);
   }
 
   /** Distinct stacks, in order of first appearance. */
@@ -125,6 +139,9 @@ export class StackTable implements RecordSink {
         break;
       case EventKind.ProcessUnknown:
         this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
+        break;
+      case EventKind.FileNeeded:
+        this.#onFileNeeded(view.getUint32(offset + PROCESS_EVENT_FILE_ID, true));
         break;
       case EventKind.ProcessStale:
         this.#processes.onStale(view.getUint32(offset + RECORD_PID, true) as Pid);

@@ -26,6 +26,7 @@ import {
   PidFilterFlag,
   pidFilterValueLayout,
   rodataOffsets,
+  traceLayout,
   tracerConfigLayout,
   UnwindProgram,
 } from "../../support/types.ts";
@@ -55,7 +56,17 @@ export interface TracerOptions {
 /** BPF-side counters, summed over CPUs. */
 export type TracerMetrics = Record<keyof typeof MetricId, number>;
 
-const DEFAULT_RING_BUFFER_BYTES = 8 << 20;
+/**
+ * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
+ * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
+ * twice and count fully towards the profiler's memory.
+ */
+function ringBufferBytes(cpus: number, frequencyHz: number): number {
+  const worst = cpus * frequencyHz * traceLayout.sizeof * 0.25;
+  let bytes = 256 << 10;
+  while (bytes < worst && bytes < 16 << 20) bytes *= 2;
+  return bytes;
+}
 
 /** A running BPF sampler. */
 export class Tracer {
@@ -76,9 +87,10 @@ export class Tracer {
   static start(options: TracerOptions): Tracer {
     const periodNs = Math.round(1e9 / options.frequencyHz);
     const filtered = (options.pids?.length ?? 0) > 0 || (options.followChildrenOf?.length ?? 0) > 0;
-    const ringBytes = options.ringBufferBytes ?? DEFAULT_RING_BUFFER_BYTES;
+    const cpus = onlineCpus();
+    const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, options.frequencyHz);
     const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
-    const tracer = new Tracer(object, onlineCpus(), periodNs);
+    const tracer = new Tracer(object, cpus, periodNs);
     try {
       const rodata = object.map(".rodata").initialValue();
       const config = rodataOffsets.tracer_config;

@@ -34,9 +34,12 @@ const USER_SPACE_END = 2 ** 47;
 interface LoadedFile {
   readonly id: number;
   readonly file: MappedFile;
+  /** Empty when the file could not be read: its mappings are installed with file id 0 (frame pointers). */
   readonly segments: readonly LoadSegment[];
-  /** null: the file could not be read; its mappings use frame pointers. */
-  readonly deltas: StackDeltaFile | null;
+  /** The deltas in BPF, or null while the file's code has not run yet (or its tables failed). */
+  deltas: StackDeltaFile | null;
+  /** The tables were loaded (or failed to load): never try again. */
+  tablesDone: boolean;
   references: number;
 }
 
@@ -47,6 +50,9 @@ interface Installed {
 
 /** Counters for `check`, the status line and benchmarks. */
 export interface NativeUnwindingStats {
+  /** Files seen in processes' mappings. */
+  filesMapped: number;
+  /** Files whose stack deltas were loaded (their code ran). */
   filesLoaded: number;
   filesFailed: number;
   /** Bytes of BPF map memory for stack deltas. */
@@ -62,6 +68,8 @@ export class NativeUnwinding implements ProcessListener {
   #deltaMaps: StackDeltaMaps;
   #trie: PidPageMappings;
   #knownPids: BpfMap;
+  #loadedFiles: BpfMap;
+  #tablesLoaded = 0;
   #files = new Map<string, LoadedFile>();
   #byId = new Map<number, MappedFile>();
   #installed = new Map<Pid, Installed[]>();
@@ -73,6 +81,7 @@ export class NativeUnwinding implements ProcessListener {
     this.#deltaMaps = new StackDeltaMaps(object);
     this.#trie = new PidPageMappings(object.map("pid_page_to_mapping_info"));
     this.#knownPids = object.map("known_pids");
+    this.#loadedFiles = object.map("loaded_files");
   }
 
   /** The file behind a file id found in a trace. */
@@ -82,7 +91,8 @@ export class NativeUnwinding implements ProcessListener {
 
   get stats(): NativeUnwindingStats {
     return {
-      filesLoaded: this.#files.size,
+      filesMapped: this.#files.size,
+      filesLoaded: this.#tablesLoaded,
       filesFailed: this.#filesFailed,
       deltaBytes: this.#deltaMaps.bytes,
       trieEntries: this.#trie.entries,
@@ -98,7 +108,7 @@ export class NativeUnwinding implements ProcessListener {
     for (const mapping of mappings) {
       // [vsyscall] sits in kernel space (and is never unwound through).
       if (mapping.end > USER_SPACE_END) continue;
-      const loaded = mapping.file.kind !== "anonymous" ? this.#load(mapping.file) : null;
+      const loaded = mapping.file.kind !== "anonymous" ? this.#register(mapping.file) : null;
       if (loaded) loaded.references++;
       pending.push({ mapping, loaded });
     }
@@ -106,7 +116,7 @@ export class NativeUnwinding implements ProcessListener {
     for (const { mapping, loaded } of pending) {
       let fileId = 0;
       let bias = 0;
-      if (loaded?.deltas) {
+      if (loaded && loaded.segments.length > 0) {
         const segmentBias = biasOf(mapping, loaded.segments);
         if (segmentBias !== null && segmentBias >= 0) {
           fileId = loaded.id;
@@ -138,8 +148,17 @@ export class NativeUnwinding implements ProcessListener {
 
   onPreload(file: MappedFile): void {
     // Kept for the whole session: one extra reference that is never released.
-    const loaded = file.kind !== "anonymous" ? this.#load(file) : null;
-    if (loaded) loaded.references++;
+    const loaded = file.kind !== "anonymous" ? this.#register(file) : null;
+    if (!loaded) return;
+    loaded.references++;
+    this.#loadTables(loaded);
+  }
+
+  /** The unwinder met code of file `id` before its deltas were loaded: load them now. */
+  onFileNeeded(id: number): void {
+    const file = this.#byId.get(id);
+    const loaded = file ? this.#files.get(file.key) : undefined;
+    if (loaded && loaded.id === id) this.#loadTables(loaded);
   }
 
   onExit(pid: Pid): void {
@@ -158,52 +177,92 @@ export class NativeUnwinding implements ProcessListener {
   #release(loaded: LoadedFile): void {
     if (--loaded.references > 0) return;
     if (loaded.deltas) this.#deltaMaps.unload(loaded.id, loaded.deltas);
+    if (loaded.tablesDone) this.#loadedFiles.delete(fileKey(loaded.id));
     this.#files.delete(loaded.file.key);
     // The id stays resolvable: traces already drained may still name it.
   }
 
-  #load(file: MappedFile): LoadedFile | null {
+  /**
+   * Gives a file an id and reads its program headers (for the bias of its mappings); the stack deltas
+   * come later, when its code first runs (onFileNeeded), since most mapped libraries never run while a
+   * profile is taken.
+   */
+  #register(file: MappedFile): LoadedFile | null {
     const known = this.#files.get(file.key);
     if (known) return known;
     if (file.openPath === null) return null;
-    const started = performance.now();
-    const id = this.#nextId++;
     let segments: readonly LoadSegment[] = [];
-    let deltas: StackDeltaFile | null = null;
     try {
       using elf = ElfFile.open(file.openPath);
       segments = elf.loadSegments;
-      const table = extractUnwindTable(elf);
-      if (table.length > 0) {
-        deltas = buildStackDeltas(table, this.#deltaMaps.registry);
-      } else {
-        // No CFI at all (some hand-written or Go code): follow frame pointers in its code.
-        const code = segments.filter((segment) => segment.flags & PF_X);
-        const start = Math.min(...code.map((segment) => segment.vaddr));
-        const end = Math.max(...code.map((segment) => segment.vaddr + segment.memsz));
-        deltas = code.length > 0 ? framePointerDeltas(start, end) : null;
-      }
-      if (deltas) this.#deltaMaps.load(id, deltas);
     } catch (error) {
       this.#filesFailed++;
-      deltas = null;
+      logger.warn("Cannot read {path}: {error}; using frame pointers there", {
+        path: file.path,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+    const loaded: LoadedFile = {
+      id: this.#nextId++,
+      file,
+      segments,
+      deltas: null,
+      tablesDone: segments.length === 0,
+      references: 0,
+    };
+    this.#files.set(file.key, loaded);
+    this.#byId.set(loaded.id, file);
+    return loaded;
+  }
+
+  #loadTables(loaded: LoadedFile): void {
+    if (loaded.tablesDone || loaded.file.openPath === null) return;
+    loaded.tablesDone = true;
+    const started = performance.now();
+    const { id, file, segments } = loaded;
+    let deltas: StackDeltaFile | null = null;
+    try {
+      using elf = ElfFile.open(file.openPath!);
+      const table = extractUnwindTable(elf);
+      deltas = table.length > 0 ? buildStackDeltas(table, this.#deltaMaps.registry) : null;
+    } catch (error) {
+      this.#filesFailed++;
       logger.warn("Cannot load unwind tables of {path}: {error}; using frame pointers there", {
         path: file.path,
         error: error instanceof Error ? error.message : String(error),
       });
     }
+    if (!deltas) {
+      // No usable CFI (some hand-written or Go code, or a bad file): follow frame pointers in its code.
+      const code = segments.filter((segment) => segment.flags & PF_X);
+      if (code.length > 0) {
+        const start = Math.min(...code.map((segment) => segment.vaddr));
+        const end = Math.max(...code.map((segment) => segment.vaddr + segment.memsz));
+        deltas = framePointerDeltas(start, end);
+      }
+    }
+    try {
+      if (deltas) this.#deltaMaps.load(id, deltas);
+      loaded.deltas = deltas;
+    } catch (error) {
+      logger.warn("Cannot store unwind tables of {path}: {error}", { path: file.path, error: String(error) });
+    }
+    this.#loadedFiles.update(fileKey(id), new Uint8Array([1]));
     const elapsed = performance.now() - started;
     this.#loadMs += elapsed;
+    this.#tablesLoaded++;
     logger.debug("Loaded unwind tables of {path}: {rows} rows in {ms} ms", {
       path: file.path,
       rows: deltas?.count ?? 0,
       ms: elapsed.toFixed(1),
     });
-    const loaded: LoadedFile = { id, file, segments, deltas, references: 0 };
-    this.#files.set(file.key, loaded);
-    this.#byId.set(id, file);
-    return loaded;
   }
+}
+
+function fileKey(id: number): Uint8Array<ArrayBuffer> {
+  const key = new Uint8Array(8);
+  new DataView(key.buffer).setUint32(0, id, true);
+  return key;
 }
 
 /** address - bias = ELF virtual address, through the PT_LOAD that holds the mapping's file offset. */

@@ -3,7 +3,7 @@
 # PATH. Idempotent: a second run installs nothing and costs well under a second.
 #
 #   support/bootstrap.sh deno task record      # profile the built-in demo workload
-#   support/bootstrap.sh deno task test        # run every test
+#   support/bootstrap.sh deno task test        # run every test (also installs the test-only packages)
 #   OMNIPROF_PEERS=1 support/bootstrap.sh deno task bench   # also install the peer profilers
 set -euo pipefail
 
@@ -15,9 +15,15 @@ need_apt=()
 have() { command -v "$1" >/dev/null 2>&1; }
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
-# Build and test tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the
-# test workloads, tmux is the terminal the live `top` test drives, npm fetches deno.
-for pkg in clang llvm libbpf1 gcc libc6-dev tmux chromium; do
+# Build tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the demo
+# workload, npm fetches deno.
+packages=(clang llvm libbpf1 gcc libc6-dev)
+# Only for the tests (`deno task test`, CI): g++ builds the C++ workload, tmux is the terminal the live
+# `top` test drives, chromium runs the HTML flamegraph test.
+if [ "${OMNIPROF_TEST_DEPS:-0}" = 1 ] || [ "${CI:-}" = true ] || [[ " $* " == *" test "* ]]; then
+  packages+=(g++ tmux chromium)
+fi
+for pkg in "${packages[@]}"; do
   pkg_installed "$pkg" || need_apt+=("$pkg")
 done
 # Machines of this kind come with Node.js and npm (not always from Debian's packages: don't fight them).

@@ -176,18 +176,28 @@ int unwind_native(struct bpf_perf_event_data *ctx)
 
   for (int i = 0; i < FRAMES_PER_RUN; i++) {
     __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
-    struct pid_page_mapping_info *mapping = lookup_mapping(pid, state->pc);
+    int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
+    if (!found) {
+      struct pid_page_mapping_info *mapping = lookup_mapping(pid, state->pc);
+      if (mapping) {
+        state->mapping_start = mapping->start;
+        state->mapping_end = mapping->end;
+        state->mapping_file_id = mapping->file_id;
+        state->mapping_bias_and_unwind_program = mapping->bias_and_unwind_program;
+        found = 1;
+      }
+    }
     int result;
-    if (mapping && mapping->file_id == 0) {
+    if (found && state->mapping_file_id == 0) {
       // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
       // follow the frame pointer, and let the host resolve the address.
       if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
         return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
       metric_increment(METRIC_UNWIND_FP_FALLBACK);
       result = step_frame_pointer(trace, state);
-    } else if (mapping) {
-      __u64 file_id = mapping->file_id;
-      __u64 vaddr = state->pc - (mapping->bias_and_unwind_program & BIAS_MASK);
+    } else if (found) {
+      __u64 file_id = state->mapping_file_id;
+      __u64 vaddr = state->pc - (state->mapping_bias_and_unwind_program & BIAS_MASK);
       if (push_frame(trace, file_id, vaddr, ra_flag))
         return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
       result = step_native(trace, state, file_id, vaddr);

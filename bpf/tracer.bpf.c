@@ -106,6 +106,8 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   trace->stop_reason = UNWIND_STOP_NONE;
   state->return_address = 0;
   state->tail_calls = 0;
+  state->mapping_start = 0;
+  state->mapping_end = 0;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {

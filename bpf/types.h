@@ -247,6 +247,9 @@ struct pid_page_mapping_info {
   __u64 file_id;
   // Bias in the low 56 bits (ELF virtual address = address - bias), unwind program in the top byte.
   __u64 bias_and_unwind_program;
+  // The whole mapping this prefix belongs to: the unwinder reuses the entry for every frame in it.
+  __u64 start;
+  __u64 end;
 };
 
 // Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
@@ -265,6 +268,12 @@ struct unwind_state {
   __u8 return_address; // pc came from a return address (not the interrupted instruction)
   __u8 tail_calls;
   __u8 pad[6];
+  // The last mapping found in the trie ([mapping_start, mapping_end), empty at the start of a trace):
+  // consecutive frames are mostly in the same file, and a trie lookup costs more than a compare.
+  __u64 mapping_start;
+  __u64 mapping_end;
+  __u64 mapping_file_id;
+  __u64 mapping_bias_and_unwind_program;
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

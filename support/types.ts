@@ -98,11 +98,13 @@ export const pidPageMappingKeyLayout = {
   page_be: { offset: 8, size: 8 }, // __u64
 } as const;
 
-/** Layout of C `struct pid_page_mapping_info` (16 bytes). */
+/** Layout of C `struct pid_page_mapping_info` (32 bytes). */
 export const pidPageMappingInfoLayout = {
-  sizeof: 16,
+  sizeof: 32,
   file_id: { offset: 0, size: 8 }, // __u64
   bias_and_unwind_program: { offset: 8, size: 8 }, // __u64
+  start: { offset: 16, size: 8 }, // __u64
+  end: { offset: 24, size: 8 }, // __u64
 } as const;
 
 /** Values of C `enum frame_marker`. */
@@ -281,5 +283,5 @@ export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 176,
+  tracer_config: 192,
 } as const;

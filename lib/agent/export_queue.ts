@@ -111,6 +111,8 @@ export class ExportQueue<T extends QueueItem> {
   /** Aborts the attempt in flight. */
   #sending: AbortController | null = null;
   #inFlight: T | null = null;
+  /** The item in flight left the queue (it was the oldest of a full queue). */
+  #inFlightDropped = false;
   /** Cuts the backoff wait short. */
   #waiting: AbortController | null = null;
   #running: Promise<void> | null = null;
@@ -147,10 +149,14 @@ export class ExportQueue<T extends QueueItem> {
     this.#items.push(item);
     while (this.#items.length > this.limit) {
       const oldest = this.#items.shift()!;
+      if (oldest === this.#inFlight) {
+        // In flight (perhaps to an endpoint that hangs): give up on it, but it only counts as dropped if
+        // the attempt then fails: it may already have reached the endpoint.
+        this.#inFlightDropped = true;
+        this.#sending?.abort();
+        continue;
+      }
       this.stats.dropped++;
-      // The oldest may be in flight (to an endpoint that hangs): give up on it. A backoff wait goes on, for
-      // the next item.
-      if (oldest === this.#inFlight) this.#sending?.abort();
       this.#options.onDropped?.(oldest, this.stats);
     }
     this.#running ??= this.#run();
@@ -192,13 +198,19 @@ export class ExportQueue<T extends QueueItem> {
         const item = this.#items[0]!;
         this.#sending = new AbortController();
         this.#inFlight = item;
+        this.#inFlightDropped = false;
         const result = await this.#options.send(item, this.#sending.signal);
         this.#sending = null;
         this.#inFlight = null;
         if (this.#closed) return;
-        const stillHead = this.#items[0] === item;
+        const stillHead = !this.#inFlightDropped;
+        if (this.#inFlightDropped && !result.ok) {
+          this.stats.dropped++;
+          this.#options.onDropped?.(item, this.stats);
+          continue;
+        }
         if (result.ok) {
-          // Sent, even if it was dropped meanwhile (then it is counted as dropped too, and not sent again).
+          // Sent, even if it left the queue meanwhile (then it was not counted as dropped).
           if (stillHead) this.#items.shift();
           this.stats.sent++;
           this.failing = false;

@@ -32,8 +32,10 @@ import {
   ratios,
   resultRow,
 } from "./results.ts";
+import { formatUnwindTableReport, type UnwindTableReport, unwindTableReport } from "./unwind_tables.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
+                       [--workload chain|deep] [--no-tables]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -42,14 +44,21 @@ process per CPU) and compares their cost and their stacks. Needs root.
   --duration SECONDS   seconds each tool samples (whole seconds, default 10)
   --frequency HZ       samples per second per CPU (default 99)
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
+  --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
+                       frame pointers so that every tool can unwind them
+  --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
+                       per executable)
 `;
 
-/** The workload's executable name, which is also its thread name in every tool's output. */
-const WORKLOAD_COMM = "chain_bench";
-/** The call chain the workload always has on its stack while it burns CPU. */
-const CHAIN = ["main", "a", "b", "c"];
+/** The workloads: a C file of tests/workloads and the chain every one of its samples holds. */
+const WORKLOADS = {
+  chain: { source: "chain.c", comm: "chain_bench", chain: ["main", "a", "b", "c"] },
+  deep: { source: "deep.c", comm: "deep_bench", chain: ["main", ...Array(28).fill("level"), "burn"] },
+} as const;
 
 interface Options {
+  workload: (typeof WORKLOADS)[keyof typeof WORKLOADS];
+  tables: boolean;
   jsonPath: string | null;
   durationSeconds: number;
   frequencyHz: number;
@@ -67,6 +76,8 @@ function parseOptions(argv: string[]): Options | string {
         duration: { type: "string" },
         frequency: { type: "string" },
         tools: { type: "string" },
+        workload: { type: "string" },
+        "no-tables": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -85,7 +96,11 @@ function parseOptions(argv: string[]): Options | string {
   const keys = values.tools === undefined ? PEERS.map((peer) => peer.key) : values.tools.split(",");
   const unknown = keys.filter((key) => !PEERS.some((peer) => peer.key === key));
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")}`;
+  const workload = values.workload ?? "chain";
+  if (workload !== "chain" && workload !== "deep") return `--workload ${workload}: use chain or deep`;
   return {
+    workload: WORKLOADS[workload],
+    tables: !values["no-tables"],
     jsonPath: values.json ?? null,
     durationSeconds,
     frequencyHz,
@@ -138,10 +153,10 @@ async function firstLine(program: string, args: string[]): Promise<string> {
   }
 }
 
-async function compileWorkload(dir: string): Promise<string> {
-  const path = `${dir}/${WORKLOAD_COMM}`;
+async function compileWorkload(dir: string, workload: Options["workload"]): Promise<string> {
+  const path = `${dir}/${workload.comm}`;
   const output = await new Deno.Command("gcc", {
-    args: ["-O2", "-fno-omit-frame-pointer", `${REPO_ROOT}tests/workloads/chain.c`, "-o", path],
+    args: ["-O2", "-fno-omit-frame-pointer", `${REPO_ROOT}tests/workloads/${workload.source}`, "-o", path],
     stderr: "piped",
   }).output();
   if (!output.success) throw new Error(`gcc: ${new TextDecoder().decode(output.stderr)}`);
@@ -185,7 +200,8 @@ async function main(argv: string[]): Promise<number> {
     cpus,
     durationSeconds: options.durationSeconds,
     frequencyHz: options.frequencyHz,
-    workload: `${cpus} x tests/workloads/chain.c (-O2 -fno-omit-frame-pointer) as ${WORKLOAD_COMM}`,
+    workload:
+      `${cpus} x tests/workloads/${options.workload.source} (-O2 -fno-omit-frame-pointer) as ${options.workload.comm}`,
     versions: {
       deno: Deno.version.deno,
       perf: await firstLine("perf", ["--version"]),
@@ -217,7 +233,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
     const dir = cleanup.dir;
-    const workload = await compileWorkload(dir);
+    const workload = await compileWorkload(dir, options.workload);
     // Load omniprof's module graph once, so its row measures a run, not Deno's one-time transpile cache.
     await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", `${REPO_ROOT}main.ts`, "--help"],
@@ -254,7 +270,7 @@ async function main(argv: string[]): Promise<number> {
           frequencyHz: options.frequencyHz,
           onSpawn: (pid) => cleanup.spawned.add(pid),
         });
-        row = resultRow(peer, result, WORKLOAD_COMM, CHAIN);
+        row = resultRow(peer, result, options.workload.comm, [...options.workload.chain]);
         const after = systemCpu();
         const workloadCpu = workloads.reduce((sum, child) => sum + (processCpuSeconds(child.pid) ?? 0), 0);
         row.otherCpuSeconds = after.busySeconds - before.busySeconds - workloadCpu - (row.cpuSeconds ?? 0);
@@ -303,6 +319,15 @@ async function main(argv: string[]): Promise<number> {
       JSON.stringify({ meta, rows, ratios: ratios(rows), targets }, null, 2) + "\n",
     );
     console.log(`wrote ${options.jsonPath}`);
+  }
+  let tables: UnwindTableReport | null = null;
+  if (options.tables) {
+    tables = await unwindTableReport();
+    console.log(`\n${formatUnwindTableReport(tables)}`);
+  }
+  if (options.jsonPath !== null && tables !== null) {
+    const written = JSON.parse(Deno.readTextFileSync(options.jsonPath));
+    Deno.writeTextFileSync(options.jsonPath, JSON.stringify({ ...written, tables }, null, 2) + "\n");
   }
   const own = rows.find((row) => row.key === "omniprof");
   if (own !== undefined && own.status !== "ok") return 1;

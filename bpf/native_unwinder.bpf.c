@@ -96,13 +96,21 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
   // A return address points after the call, which may be the last instruction of the function.
   __u64 lookup = state->return_address ? vaddr - 1 : vaddr;
   __u16 unwind_info, addr_low;
-  if (find_unwind_info(file_id, lookup, &unwind_info, &addr_low)) {
+  if (file_id == state->delta_file_id && lookup == state->delta_lookup) {
+    unwind_info = state->delta_unwind_info;
+    addr_low = state->delta_addr_low;
+  } else if (find_unwind_info(file_id, lookup, &unwind_info, &addr_low)) {
     if (bpf_map_lookup_elem(&loaded_files, &file_id))
       return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
     // The host loads a file's deltas when its code first runs; until then, frame pointers.
     report_file(file_id, trace->hdr.pid);
     metric_increment(METRIC_UNWIND_FILE_PENDING);
     return step_frame_pointer(trace, state);
+  } else {
+    state->delta_file_id = file_id;
+    state->delta_lookup = lookup;
+    state->delta_unwind_info = unwind_info;
+    state->delta_addr_low = addr_low;
   }
 
   __u64 cfa;

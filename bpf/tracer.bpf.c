@@ -108,6 +108,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->tail_calls = 0;
   state->mapping_start = 0;
   state->mapping_end = 0;
+  state->delta_file_id = 0;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {

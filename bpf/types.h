@@ -274,6 +274,13 @@ struct unwind_state {
   __u64 mapping_end;
   __u64 mapping_file_id;
   __u64 mapping_bias_and_unwind_program;
+  // The last delta found (for file delta_file_id at address delta_lookup): recursion and loops unwind
+  // the same return address again and again.
+  __u64 delta_file_id;
+  __u64 delta_lookup;
+  __u16 delta_unwind_info;
+  __u16 delta_addr_low;
+  __u8 pad2[4];
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

@@ -1,0 +1,260 @@
+/**
+ * The interpreter plug-in interface: how a language runtime (CPython, and later others) teaches the
+ * profiler to unwind and name its frames. A plug-in is one folder under `lib/interpreter/` plus one BPF
+ * program; the process manager and the BPF maps know nothing of any runtime.
+ *
+ * Life cycle, for each process the profiler sees:
+ *
+ * 1. **Loader, per executable or library mapping.** The process manager calls every configured
+ *    {@linkcode Loader} with a {@linkcode LoaderInfo} for each file a process maps executable. A loader
+ *    that recognises its runtime (by name, symbols, version data) returns a {@linkcode Data}; otherwise
+ *    null. It also tells BPF where the runtime's interpreter loop lies in the file
+ *    ({@linkcode EbpfHandler.updateInterpreterOffsets}), so the native unwinder hands frames in those
+ *    ranges to the runtime's unwinder.
+ * 2. **Data, per file.** What is true of the file whatever process maps it: the version, symbol
+ *    addresses, struct offsets from tables. The process manager caches it by file id, so a file mapped
+ *    by a thousand processes is analysed once.
+ * 3. **Instance, per process.** {@linkcode Data.attach} adds what is true of one process: the load bias,
+ *    offsets the runtime publishes in its own memory, thread-lookup keys. It writes the per-process record
+ *    the BPF unwinder reads ({@linkcode EbpfHandler.updateProcData}). The instance then symbolizes the
+ *    frames BPF recorded for that process (reading the process's memory while it lives) and reports
+ *    metrics; {@linkcode Instance.detach} removes its BPF state when the process exits or execs.
+ *
+ * Plug-ins touch BPF maps only through {@linkcode EbpfHandler}; tests and host-only tools use
+ * {@linkcode MemoryEbpfHandler} from `memory_ebpf_handler.ts`.
+ *
+ * @example
+ * ```ts ignore
+ * import { LoaderInfo } from "./interpreter.ts";
+ * import { pythonLoader } from "./python/loader.ts";
+ * using info = new LoaderInfo({ fileId, fileName: mapping.path, openPath: file.openPath });
+ * const data = pythonLoader(ebpf, info); // null: not a Python interpreter
+ * const instance = data?.attach(ebpf, pid, bias, RemoteMemory.open(pid));
+ * const frame = instance?.symbolize({ kind: FrameMarker.Python, fileId, addrOrLine });
+ * ```
+ *
+ * @module
+ */
+import { ElfFile } from "../elf/elf_file.ts";
+import type { Prefix } from "../lpm/prefixes.ts";
+import type { ResolvedMapping } from "../process/process_manager.ts";
+import type { FrameKind } from "../profile/profile.ts";
+import type { FileId, Pid } from "../types.ts";
+import type { RemoteMemory } from "./remote_memory.ts";
+import { findElfSymbols } from "./elf_symbols.ts";
+
+/**
+ * How many functions an interpreter keeps symbolized (least recently used out): the number of hot
+ * functions that are seen often in a profile.
+ */
+export const LRU_FUNCTION_CACHE_SIZE = 1024;
+/** The source file name to use when the real one is not available. */
+export const UNKNOWN_SOURCE_FILE = "<unknown>";
+/**
+ * The function name to use when a function has no name but is known to be at the outermost scope (e.g. a
+ * script's top-level code).
+ */
+export const TOP_LEVEL_FUNCTION_NAME = "<top-level>";
+
+/** A frame, or a request, of another runtime than the instance's (the seed's ErrMismatchInterpreterType). */
+export class InterpreterMismatchError extends Error {
+  constructor(message = "mismatched interpreter type") {
+    super(message);
+    this.name = "InterpreterMismatchError";
+  }
+}
+
+/** A half-open range [start, end) of ELF virtual addresses of one file. */
+export interface AddressRange {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** The runtimes that can own per-process BPF data (a subset of the profile's frame kinds). */
+export type InterpreterType = Extract<
+  FrameKind,
+  "python" | "php" | "hotspot" | "ruby" | "perl" | "v8" | "dotnet"
+>;
+
+/**
+ * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the
+ * thread pointer (x86-64: the fs base, which glibc's `pthread_self()` also returns). The value of key
+ * `k` is at `tp + offset + k * multiplier`, or with `indirect` at `*(tp + offset) + k * multiplier`.
+ * The seed's `tpbase.TSDInfo`.
+ */
+export interface TsdInfo {
+  readonly offset: number;
+  readonly multiplier: number;
+  readonly indirect: boolean;
+}
+
+/** The only way a plug-in changes BPF maps. */
+export interface EbpfHandler {
+  /**
+   * Declares `ranges` (ELF virtual addresses of `fileId`) as interpreter loop code: when the native
+   * unwinder meets a return address there, it tail-calls `program` (an `UnwindProgram` value). Writes
+   * the `interpreter_offsets` map.
+   */
+  updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void;
+  /** Stores the runtime's per-process record (a C struct the runtime's BPF program reads) for `pid`. */
+  updateProcData(type: InterpreterType, pid: Pid, data: Uint8Array): void;
+  /** Removes the per-process record of `pid`. */
+  deleteProcData(type: InterpreterType, pid: Pid): void;
+  /**
+   * Routes addresses of `pid` in `prefix` (e.g. anonymous JIT memory) to `program`, with `fileId` and
+   * `bias` as the frames' file and bias. Writes the `pid_page_to_mapping_info` trie.
+   */
+  updatePidInterpreterMapping(pid: Pid, prefix: Prefix, program: number, fileId: FileId, bias: number): void;
+  /** Removes what {@linkcode updatePidInterpreterMapping} added for `prefix`. */
+  deletePidInterpreterMapping(pid: Pid, prefix: Prefix): void;
+}
+
+/**
+ * An interpreter frame as the BPF unwinder recorded it (`struct frame`). What `fileId` and `addrOrLine`
+ * hold is up to the runtime's BPF program; both are the u64 fields as numbers (exact below 2^53).
+ */
+export interface InterpreterFrame {
+  /** A `FrameMarker` value. */
+  readonly kind: number;
+  readonly fileId: number;
+  readonly addrOrLine: number;
+}
+
+/** A named frame, ready to become a profile location. */
+export interface SymbolizedFrame {
+  readonly kind: FrameKind;
+  readonly functionName: string;
+  /** The source file, or {@linkcode UNKNOWN_SOURCE_FILE}. */
+  readonly sourceFile: string;
+  /** 1-based source line, 0 when unknown. */
+  readonly line: number;
+}
+
+/** One counter an instance reports; `id` is dotted, e.g. `python.code_cache.hits`. */
+export interface Metric {
+  readonly id: string;
+  readonly value: number;
+}
+
+/** Per-process state of a runtime (the seed's `Instance`). */
+export interface Instance {
+  /**
+   * Removes the process's data from the BPF maps (it exited or exec'd). `pid` is passed so a simple
+   * runtime can use one object as both Data and Instance. Idempotent.
+   */
+  detach(ebpf: EbpfHandler, pid: Pid): void;
+  /** The process manager re-read the process's mappings (dlopen, JIT code); most runtimes ignore it. */
+  synchronizeMappings(ebpf: EbpfHandler, pid: Pid, mappings: readonly ResolvedMapping[]): void;
+  /** The process's C library thread-specific-data layout is known (or changed). */
+  updateTsdInfo(ebpf: EbpfHandler, pid: Pid, info: TsdInfo): void;
+  /**
+   * Names a frame this runtime's BPF program recorded.
+   *
+   * @throws {InterpreterMismatchError} when the frame is of another kind.
+   */
+  symbolize(frame: InterpreterFrame): SymbolizedFrame;
+  /** Counters since the last call; they restart from zero. */
+  getAndResetMetrics(): Metric[];
+}
+
+/**
+ * No-op implementations of the optional {@linkcode Instance} hooks; a runtime extends it and writes
+ * `detach` and `symbolize` at least.
+ */
+export abstract class InstanceStubs implements Instance {
+  abstract detach(ebpf: EbpfHandler, pid: Pid): void;
+
+  synchronizeMappings(_ebpf: EbpfHandler, _pid: Pid, _mappings: readonly ResolvedMapping[]): void {}
+
+  updateTsdInfo(_ebpf: EbpfHandler, _pid: Pid, _info: TsdInfo): void {}
+
+  symbolize(_frame: InterpreterFrame): SymbolizedFrame {
+    throw new InterpreterMismatchError();
+  }
+
+  getAndResetMetrics(): Metric[] {
+    return [];
+  }
+}
+
+/** Per-file state of a runtime (the seed's `Data`). */
+export interface Data {
+  /**
+   * Sets up the runtime for one process that maps the file with load bias `bias` (process address =
+   * ELF virtual address + bias), reading what it needs through `memory`, and writes the process's BPF
+   * record. The instance does not own `memory`: the caller closes it after detaching.
+   *
+   * @throws {RemoteMemoryError} when the process is gone or its memory is unreadable.
+   */
+  attach(ebpf: EbpfHandler, pid: Pid, bias: number, memory: RemoteMemory): Instance;
+}
+
+/**
+ * Recognises a runtime in a file. Returns Data when the file is the runtime's (its executable or
+ * library), null when it is not; throws when it is but cannot be supported (a permanent failure for this
+ * file, to be logged once).
+ */
+export type Loader = (ebpf: EbpfHandler, info: LoaderInfo) => Data | null;
+
+/** What {@linkcode LoaderInfo} is made from. */
+export interface LoaderInfoInit {
+  fileId: FileId;
+  /** The path as the process saw it (what loaders match names against). */
+  fileName: string;
+  /** A path that opens this very file now (e.g. a pinned `/proc/self/fd/N`); defaults to `fileName`. */
+  openPath?: string;
+  /** Ranges of the file's code without unwind information. */
+  gaps?: readonly AddressRange[];
+}
+
+/**
+ * What a loader gets to know about a file. The ELF is opened on first use and kept until
+ * {@linkcode LoaderInfo.close}, so several loaders share one parse.
+ */
+export class LoaderInfo implements Disposable {
+  readonly fileId: FileId;
+  readonly fileName: string;
+  readonly gaps: readonly AddressRange[];
+  readonly #openPath: string;
+  #elf: ElfFile | null = null;
+
+  constructor(init: LoaderInfoInit) {
+    this.fileId = init.fileId;
+    this.fileName = init.fileName;
+    this.gaps = init.gaps ?? [];
+    this.#openPath = init.openPath ?? init.fileName;
+  }
+
+  /**
+   * The file's ELF, opened once.
+   *
+   * @throws {RangeError} when the file is not a valid ELF; a `Deno.errors` error when it cannot be opened.
+   */
+  getElf(): ElfFile {
+    if (this.#elf === null) this.#elf = ElfFile.open(this.#openPath);
+    return this.#elf;
+  }
+
+  /**
+   * The ELF virtual address ranges of the symbol `name` (one range: [value, value + size)).
+   *
+   * @throws {RangeError} when the file does not define the symbol or it has no size.
+   */
+  getSymbolAsRanges(name: string): AddressRange[] {
+    const symbol = findElfSymbols(this.getElf(), [name]).get(name);
+    if (symbol === undefined || symbol.size === 0) {
+      throw new RangeError(`Cannot find symbol ${name} in ${this.fileName}: not defined or without size`);
+    }
+    return [{ start: symbol.value, end: symbol.value + symbol.size }];
+  }
+
+  /** Closes the ELF if it was opened. Idempotent. */
+  close(): void {
+    this.#elf?.close();
+    this.#elf = null;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * The per-process record the BPF Python unwinder reads (`struct python_proc_info`, proposed in
+ * README.md beside this file): how to find the current thread's `PyThreadState` from its thread pointer,
+ * and the struct offsets needed to walk its frames. Encoded against a layout object of the same shape as
+ * the layouts build.ts generates from BTF (support/types.ts), so that once the struct is in bpf/types.h
+ * the generated layout replaces {@linkcode PYTHON_PROC_INFO_LAYOUT} and drift fails loudly.
+ *
+ * @example
+ * ```ts ignore
+ * import { encodePythonProcInfo } from "./proc_info.ts";
+ * ebpf.updateProcData("python", pid, encodePythonProcInfo(instance.procInfo()));
+ * ```
+ *
+ * @module
+ */
+import type { InstructionModel } from "./offsets.ts";
+
+/** The record's contents. Absent offsets are null. */
+export interface PythonProcInfo {
+  /** `major << 8 | minor`. */
+  readonly version: number;
+  /** 0: `PyFrameObject` (3.8-3.10); 1: `_PyInterpreterFrame` (3.11+). */
+  readonly frameModel: 0 | 1;
+  readonly instructionModel: InstructionModel;
+  /**
+   * `tstate = *(u64 *)(thread_pointer + tlsThreadState)`, from `_Py_tss_tstate` (3.12+, when the file
+   * has the symbol and the module has static TLS); null when unknown. Only set while the thread holds
+   * the GIL: the TSD route below is the one to rely on.
+   */
+  readonly tlsThreadState: number | null;
+  /** The pthread key of `_PyRuntime`'s autoTSSkey, null until the runtime created it. */
+  readonly tsdKey: number | null;
+  /** The C library's TSD layout (seed `TSDInfo`), null when unknown (not glibc). */
+  readonly tsdOffset: number | null;
+  readonly tsdMultiplier: number;
+  readonly tsdIndirect: boolean;
+  readonly tstateFrame: number;
+  readonly cframeCurrentFrame: number | null;
+  readonly framePrevious: number;
+  readonly frameCode: number;
+  readonly frameInstruction: number;
+  readonly frameOwner: number | null;
+  readonly frameIsEntry: number | null;
+  readonly codeFirstLineNo: number;
+  readonly codeCodeAdaptive: number | null;
+}
+
+/** One field of a layout: byte offset and size. */
+export interface FieldLayout {
+  readonly offset: number;
+  readonly size: number;
+}
+
+/** The shape of `struct python_proc_info`'s layout (as build.ts generates them). */
+export interface PythonProcInfoLayout {
+  readonly sizeof: number;
+  readonly tls_tstate_offset: FieldLayout;
+  readonly tsd_key: FieldLayout;
+  readonly tsd_offset: FieldLayout;
+  readonly tsd_multiplier: FieldLayout;
+  readonly tsd_indirect: FieldLayout;
+  readonly version: FieldLayout;
+  readonly frame_model: FieldLayout;
+  readonly instruction_model: FieldLayout;
+  readonly flags: FieldLayout;
+  readonly tstate_frame: FieldLayout;
+  readonly cframe_current_frame: FieldLayout;
+  readonly frame_previous: FieldLayout;
+  readonly frame_code: FieldLayout;
+  readonly frame_instruction: FieldLayout;
+  readonly frame_owner: FieldLayout;
+  readonly frame_is_entry: FieldLayout;
+  readonly code_firstlineno: FieldLayout;
+  readonly code_code_adaptive: FieldLayout;
+}
+
+/** The layout of the struct proposed in README.md (40 bytes). */
+export const PYTHON_PROC_INFO_LAYOUT: PythonProcInfoLayout = {
+  sizeof: 40,
+  tls_tstate_offset: { offset: 0, size: 8 }, // __s64
+  tsd_key: { offset: 8, size: 4 }, // __s32
+  tsd_offset: { offset: 12, size: 2 }, // __s16
+  tsd_multiplier: { offset: 14, size: 1 }, // __u8
+  tsd_indirect: { offset: 15, size: 1 }, // __u8
+  version: { offset: 16, size: 2 }, // __u16
+  frame_model: { offset: 18, size: 1 }, // __u8
+  instruction_model: { offset: 19, size: 1 }, // __u8
+  flags: { offset: 20, size: 2 }, // __u16
+  tstate_frame: { offset: 22, size: 2 }, // __u16
+  cframe_current_frame: { offset: 24, size: 2 }, // __u16
+  frame_previous: { offset: 26, size: 2 }, // __u16
+  frame_code: { offset: 28, size: 2 }, // __u16
+  frame_instruction: { offset: 30, size: 2 }, // __u16
+  frame_owner: { offset: 32, size: 2 }, // __u16
+  frame_is_entry: { offset: 34, size: 2 }, // __u16
+  code_firstlineno: { offset: 36, size: 2 }, // __u16
+  code_code_adaptive: { offset: 38, size: 2 }, // __u16
+};
+
+/** `python_proc_info.flags` bits. */
+export const PythonProcFlag = {
+  /** tls_tstate_offset is valid. */
+  TlsValid: 0x1,
+  /** tsd_key and the tsd_* fields are valid. */
+  TsdValid: 0x2,
+} as const;
+
+/** The value of an absent u16 offset. */
+export const ABSENT_OFFSET = 0xffff;
+
+/** `python_proc_info.instruction_model` values. */
+export const INSTRUCTION_MODEL_CODES: Readonly<Record<InstructionModel, number>> = {
+  "lasti-bytes": 0,
+  "lasti-units": 1,
+  "prev-instr": 2,
+  "instr-ptr": 3,
+};
+
+/**
+ * Encodes the record with `layout` (default: the proposed struct).
+ *
+ * @throws {RangeError} when a value does not fit its field or the layout's sizes differ from the struct's.
+ */
+export function encodePythonProcInfo(
+  info: PythonProcInfo,
+  layout: PythonProcInfoLayout = PYTHON_PROC_INFO_LAYOUT,
+): Uint8Array {
+  const bytes = new Uint8Array(layout.sizeof);
+  const view = new DataView(bytes.buffer);
+  const put = (name: keyof Omit<PythonProcInfoLayout, "sizeof">, value: number, signed = false): void => {
+    const field = layout[name];
+    if (field.offset + field.size > layout.sizeof) {
+      throw new RangeError(`Cannot encode python_proc_info.${name}: the field lies outside the struct`);
+    }
+    const bits = field.size * 8;
+    const min = signed ? -(2 ** (bits - 1)) : 0;
+    const max = signed ? 2 ** (bits - 1) - 1 : 2 ** bits - 1;
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new RangeError(
+        `Cannot encode python_proc_info.${name}: ${value} does not fit ${field.size} bytes`,
+      );
+    }
+    switch (field.size) {
+      case 1:
+        view.setUint8(field.offset, value & 0xff);
+        break;
+      case 2:
+        view.setUint16(field.offset, value & 0xffff, true);
+        break;
+      case 4:
+        view.setUint32(field.offset, value >>> 0, true);
+        break;
+      case 8:
+        view.setBigInt64(field.offset, BigInt(value), true);
+        break;
+      default:
+        throw new RangeError(`Cannot encode python_proc_info.${name}: unsupported size ${field.size}`);
+    }
+  };
+  const optional = (value: number | null): number => value ?? ABSENT_OFFSET;
+  let flags = 0;
+  if (info.tlsThreadState !== null) flags |= PythonProcFlag.TlsValid;
+  if (info.tsdKey !== null && info.tsdOffset !== null) flags |= PythonProcFlag.TsdValid;
+  put("tls_tstate_offset", info.tlsThreadState ?? 0, true);
+  put("tsd_key", info.tsdKey ?? -1, true);
+  put("tsd_offset", info.tsdOffset ?? 0, true);
+  put("tsd_multiplier", info.tsdMultiplier);
+  put("tsd_indirect", info.tsdIndirect ? 1 : 0);
+  put("version", info.version);
+  put("frame_model", info.frameModel);
+  put("instruction_model", INSTRUCTION_MODEL_CODES[info.instructionModel]);
+  put("flags", flags);
+  put("tstate_frame", info.tstateFrame);
+  put("cframe_current_frame", optional(info.cframeCurrentFrame));
+  put("frame_previous", info.framePrevious);
+  put("frame_code", info.frameCode);
+  put("frame_instruction", info.frameInstruction);
+  put("frame_owner", optional(info.frameOwner));
+  put("frame_is_entry", optional(info.frameIsEntry));
+  put("code_firstlineno", info.codeFirstLineNo);
+  put("code_code_adaptive", optional(info.codeCodeAdaptive));
+  return bytes;
+}

@@ -1,0 +1,124 @@
+import assert from "node:assert/strict";
+import {
+  ABSENT_OFFSET,
+  encodePythonProcInfo,
+  INSTRUCTION_MODEL_CODES,
+  PYTHON_PROC_INFO_LAYOUT,
+  PythonProcFlag,
+  type PythonProcInfo,
+  type PythonProcInfoLayout,
+} from "./proc_info.ts";
+import { pythonOffsets } from "./offsets.ts";
+
+const decoder = new TextDecoder();
+const gcc = hasGcc();
+if (!gcc) console.log("the README struct layout test is skipped: gcc is not installed");
+
+function hasGcc(): boolean {
+  try {
+    return new Deno.Command("gcc", { args: ["--version"], stdout: "null", stderr: "null" }).outputSync()
+      .success;
+  } catch {
+    return false;
+  }
+}
+
+function infoFor(minor: number): PythonProcInfo {
+  const o = pythonOffsets({ major: 3, minor, micro: 0 });
+  return {
+    version: 0x0300 | minor,
+    frameModel: o.frameModel === "frame-object" ? 0 : 1,
+    instructionModel: o.instructionModel,
+    tlsThreadState: minor >= 12 ? -8 : null,
+    tsdKey: 1,
+    tsdOffset: 792,
+    tsdMultiplier: 16,
+    tsdIndirect: false,
+    tstateFrame: o.tstateFrame,
+    cframeCurrentFrame: o.cframeCurrentFrame,
+    framePrevious: o.framePrevious,
+    frameCode: o.frameCode,
+    frameInstruction: o.frameInstruction,
+    frameOwner: o.frameOwner,
+    frameIsEntry: o.frameIsEntry,
+    codeFirstLineNo: o.codeFirstLineNo,
+    codeCodeAdaptive: o.codeCodeAdaptive,
+  };
+}
+
+Deno.test("encodePythonProcInfo() writes every field where the layout says, absent ones as 0xffff", () => {
+  const L = PYTHON_PROC_INFO_LAYOUT;
+  for (const minor of [8, 11, 12, 13]) {
+    const info = infoFor(minor);
+    const bytes = encodePythonProcInfo(info);
+    const view = new DataView(bytes.buffer);
+    assert.equal(bytes.length, L.sizeof);
+    assert.equal(Number(view.getBigInt64(L.tls_tstate_offset.offset, true)), info.tlsThreadState ?? 0);
+    assert.equal(view.getInt32(L.tsd_key.offset, true), 1);
+    assert.equal(view.getInt16(L.tsd_offset.offset, true), 792);
+    assert.equal(view.getUint8(L.tsd_multiplier.offset), 16);
+    assert.equal(view.getUint8(L.tsd_indirect.offset), 0);
+    assert.equal(view.getUint16(L.version.offset, true), 0x0300 | minor);
+    assert.equal(view.getUint8(L.frame_model.offset), info.frameModel);
+    assert.equal(view.getUint8(L.instruction_model.offset), INSTRUCTION_MODEL_CODES[info.instructionModel]);
+    const flags = view.getUint16(L.flags.offset, true);
+    assert.equal(flags & PythonProcFlag.TsdValid, PythonProcFlag.TsdValid);
+    assert.equal((flags & PythonProcFlag.TlsValid) !== 0, minor >= 12);
+    const u16 = (field: keyof PythonProcInfoLayout) =>
+      view.getUint16((L[field] as { offset: number }).offset, true);
+    assert.equal(u16("tstate_frame"), info.tstateFrame);
+    assert.equal(u16("cframe_current_frame"), info.cframeCurrentFrame ?? ABSENT_OFFSET);
+    assert.equal(u16("frame_previous"), info.framePrevious);
+    assert.equal(u16("frame_code"), info.frameCode);
+    assert.equal(u16("frame_instruction"), info.frameInstruction);
+    assert.equal(u16("frame_owner"), info.frameOwner ?? ABSENT_OFFSET);
+    assert.equal(u16("frame_is_entry"), info.frameIsEntry ?? ABSENT_OFFSET);
+    assert.equal(u16("code_firstlineno"), info.codeFirstLineNo);
+    assert.equal(u16("code_code_adaptive"), info.codeCodeAdaptive ?? ABSENT_OFFSET);
+  }
+});
+
+Deno.test("encodePythonProcInfo() refuses values that do not fit and layouts that do not hold them", () => {
+  assert.throws(() => encodePythonProcInfo({ ...infoFor(11), tsdOffset: 70000 }), RangeError);
+  assert.throws(() => encodePythonProcInfo({ ...infoFor(11), framePrevious: -1 }), RangeError);
+  const short = { ...PYTHON_PROC_INFO_LAYOUT, sizeof: 16 };
+  assert.throws(() => encodePythonProcInfo(infoFor(11), short), RangeError);
+});
+
+Deno.test({
+  name: "the C struct in README.md has the layout PYTHON_PROC_INFO_LAYOUT describes",
+  ignore: !gcc,
+  fn() {
+    const readme = Deno.readTextFileSync(new URL("./README.md", import.meta.url));
+    const block = /<!-- python_proc_info:begin -->\s*```c\n([\s\S]*?)```/.exec(readme)?.[1];
+    assert.ok(block !== undefined, "README.md lost its struct python_proc_info block");
+    const fields = Object.keys(PYTHON_PROC_INFO_LAYOUT).filter((k) => k !== "sizeof");
+    const source = `#include <linux/types.h>\n#include <stddef.h>\n#include <stdio.h>\n${block}\n` +
+      `int main(void) {\n  printf("sizeof %zu 0\\n", sizeof(struct python_proc_info));\n` +
+      fields.map((f) =>
+        `  printf("${f} %zu %zu\\n", offsetof(struct python_proc_info, ${f}), ` +
+        `sizeof(((struct python_proc_info *)0)->${f}));`
+      ).join("\n") + "\n  return 0;\n}\n";
+    const dir = Deno.makeTempDirSync({ prefix: "omniprof_procinfo_" });
+    try {
+      Deno.writeTextFileSync(`${dir}/layout.c`, source);
+      const build = new Deno.Command("gcc", {
+        args: [`${dir}/layout.c`, "-o", `${dir}/layout`],
+        stderr: "piped",
+      })
+        .outputSync();
+      assert.ok(build.success, decoder.decode(build.stderr));
+      const printed = decoder.decode(
+        new Deno.Command(`${dir}/layout`, { stdout: "piped" }).outputSync().stdout,
+      );
+      const compiled: Record<string, unknown> = {};
+      for (const line of printed.trim().split("\n")) {
+        const [name, offset, size] = line.split(" ");
+        compiled[name!] = name === "sizeof" ? Number(offset) : { offset: Number(offset), size: Number(size) };
+      }
+      assert.deepEqual(compiled, { ...PYTHON_PROC_INFO_LAYOUT });
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,332 @@
+/**
+ * Test support for the CPython plug-in: which Python installations this machine has (the system
+ * `python3` and each pyenv version 3.8-3.13), test scripts that know their own line numbers, starting
+ * them, stopping them briefly for a consistent read, and attaching the plug-in to them the way the
+ * process manager will (find the interpreter file among the mappings, compute its bias, load, attach).
+ *
+ * @example
+ * ```ts ignore
+ * import { chainScript, pythonInstalls, startPython } from "./test_processes.ts";
+ * for (const install of pythonInstalls().found) {
+ *   await using python = await startPython(install.executable, chainScript().source);
+ * }
+ * ```
+ *
+ * @module
+ */
+import { parseProcMaps } from "../../process/proc_maps.ts";
+import { asPid, type Pid } from "../../types.ts";
+import { fileIdOf } from "../../process/file_id.ts";
+import { LoaderInfo } from "../interpreter.ts";
+import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
+import { mappingBias } from "../process_libraries.ts";
+import { RemoteMemory } from "../remote_memory.ts";
+import type { PythonData } from "./data.ts";
+import type { PythonInstance } from "./instance.ts";
+import { pythonLoader } from "./loader.ts";
+
+/** A Python to test against. */
+export interface PythonInstall {
+  /** "system 3.11" or "pyenv 3.12.1". */
+  readonly label: string;
+  readonly executable: string;
+}
+
+/** The installs found, and why others are missing. */
+export interface PythonInstalls {
+  readonly found: readonly PythonInstall[];
+  readonly skipped: readonly string[];
+}
+
+const decoder = new TextDecoder();
+const WANTED_MINORS = [8, 9, 10, 11, 12, 13];
+
+function run(command: string, args: string[]): string | null {
+  try {
+    const out = new Deno.Command(command, { args, stdout: "piped", stderr: "null" }).outputSync();
+    return out.success ? decoder.decode(out.stdout).trim() : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The system `python3` and the newest pyenv install of each 3.8-3.13, with reasons for the missing. */
+export function pythonInstalls(): PythonInstalls {
+  const found: PythonInstall[] = [];
+  const skipped: string[] = [];
+  const system = "/usr/bin/python3";
+  const systemVersion = run(system, ["-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
+  if (systemVersion === null) skipped.push(`system python3: ${system} does not run`);
+  else found.push({ label: `system ${systemVersion}`, executable: system });
+
+  const versions = run("pyenv", ["versions", "--bare"]);
+  if (versions === null) {
+    skipped.push("pyenv versions 3.8-3.13: pyenv is not installed");
+    return { found, skipped };
+  }
+  const listed = versions.split("\n").map((v) => v.trim()).filter((v) => /^3\.\d+\.\d+$/.test(v));
+  for (const minor of WANTED_MINORS) {
+    const candidates = listed.filter((v) => v.startsWith(`3.${minor}.`));
+    const version = candidates.sort((a, b) => Number(b.split(".")[2]) - Number(a.split(".")[2]))[0];
+    if (version === undefined) {
+      skipped.push(`pyenv 3.${minor}: not installed`);
+      continue;
+    }
+    const prefix = run("pyenv", ["prefix", version]);
+    const executable = prefix === null ? null : `${prefix}/bin/python3`;
+    if (executable === null || run(executable, ["-c", "pass"]) === null) {
+      skipped.push(`pyenv ${version}: its python3 does not run`);
+      continue;
+    }
+    found.push({ label: `pyenv ${version}`, executable });
+  }
+  return { found, skipped };
+}
+
+/** A script and the lines its markers are on. */
+export interface TestScript {
+  readonly source: string;
+  /** Marker name -> 1-based line. */
+  readonly lines: Readonly<Record<string, number>>;
+}
+
+/** Finds `# @NAME` markers in `source`. */
+function withMarkers(source: string): TestScript {
+  const lines: Record<string, number> = {};
+  source.split("\n").forEach((line, index) => {
+    const match = /# @(\w+)/.exec(line);
+    if (match?.[1] !== undefined) lines[match[1]] = index + 1;
+  });
+  return { source, lines };
+}
+
+/**
+ * `main -> pa -> pb -> pc`, where pc prints "ready" and spins. Markers: SPIN (pc's loop), CALL_PC,
+ * CALL_PB, CALL_PA, CALL_MAIN, and DEF_PC .. DEF_MAIN (first lines).
+ */
+export function chainScript(): TestScript {
+  return withMarkers(`import sys
+
+
+def pc():  # @DEF_PC
+    sys.stdout.write("ready\\n")
+    sys.stdout.flush()
+    n = 0
+    while True: n += 1  # @SPIN
+
+
+def pb():  # @DEF_PB
+    pc()  # @CALL_PC
+
+
+def pa():  # @DEF_PA
+    pb()  # @CALL_PB
+
+
+def main():  # @DEF_MAIN
+    pa()  # @CALL_PA
+
+
+main()  # @CALL_MAIN
+`);
+}
+
+/**
+ * Two threads spinning in different methods of one class, the main thread sleeping. Prints
+ * "A <ident> <native_id>", "B ...", then "ready". Markers: SPIN_A, SPIN_B, CALL_A, CALL_B, MAIN_WAIT,
+ * CALL_MAIN.
+ */
+export function twoThreadScript(): TestScript {
+  return withMarkers(`import sys
+import threading
+import time
+
+
+class Worker:
+    def spin_a(self, ready):
+        ready.set()
+        n = 0
+        while True: n += 1  # @SPIN_A
+
+    def spin_b(self, ready):
+        ready.set()
+        n = 0
+        while True: n -= 1  # @SPIN_B
+
+
+def ta(worker, ready):
+    worker.spin_a(ready)  # @CALL_A
+
+
+def tb(worker, ready):
+    worker.spin_b(ready)  # @CALL_B
+
+
+def main():
+    worker = Worker()
+    ready_a = threading.Event()
+    ready_b = threading.Event()
+    a = threading.Thread(target=ta, args=(worker, ready_a), daemon=True)
+    b = threading.Thread(target=tb, args=(worker, ready_b), daemon=True)
+    a.start()
+    b.start()
+    ready_a.wait()
+    ready_b.wait()
+    print("A %d %d" % (a.ident, a.native_id))
+    print("B %d %d" % (b.ident, b.native_id))
+    print("ready", flush=True)
+    while True: time.sleep(0.05)  # @MAIN_WAIT
+
+
+main()  # @CALL_MAIN
+`);
+}
+
+/** A running test script. */
+export interface PythonProcess extends AsyncDisposable {
+  readonly pid: Pid;
+  readonly scriptPath: string;
+  /** Lines it printed before "ready". */
+  readonly output: readonly string[];
+  readonly child: Deno.ChildProcess;
+  /** Kills it (SIGKILL) and waits for it. Idempotent. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts `executable` on `source` (written to a temporary file) and waits until it prints "ready".
+ *
+ * @throws {Error} when it exits or stays silent for 20 s.
+ */
+export async function startPython(executable: string, source: string): Promise<PythonProcess> {
+  const dir = Deno.makeTempDirSync({ prefix: "omniprof_python_test_" });
+  const scriptPath = `${dir}/workload.py`;
+  Deno.writeTextFileSync(scriptPath, source);
+  const child = new Deno.Command(executable, {
+    args: ["-u", scriptPath],
+    stdout: "piped",
+    stderr: "inherit",
+    stdin: "null",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const output: string[] = [];
+  let buffer = "";
+  let killed = false;
+  const kill = async () => {
+    if (killed) return;
+    killed = true;
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already exited
+    }
+    await reader.cancel().catch(() => {});
+    await child.status;
+    Deno.removeSync(dir, { recursive: true });
+  };
+  const timeout = setTimeout(() => void kill(), 20_000);
+  try {
+    while (!output.includes("ready")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`${executable} ${scriptPath} exited before printing "ready"`);
+      buffer += value;
+      const parts = buffer.split("\n");
+      buffer = parts.pop() ?? "";
+      output.push(...parts);
+    }
+  } catch (error) {
+    clearTimeout(timeout);
+    await kill();
+    throw error;
+  }
+  clearTimeout(timeout);
+  return { pid: asPid(child.pid), scriptPath, output, child, kill, [Symbol.asyncDispose]: kill };
+}
+
+/** The kernel's state letters of every thread of `pid`. */
+function threadStates(pid: Pid): string[] {
+  const out: string[] = [];
+  for (const entry of Deno.readDirSync(`/proc/${pid}/task`)) {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/task/${entry.name}/stat`);
+    out.push(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+  }
+  return out;
+}
+
+/**
+ * Runs `read` while `pid` is stopped (SIGSTOP, wait until every thread is in state T, read, SIGCONT):
+ * its frames cannot change under the read.
+ */
+export async function whileStopped<T>(pid: Pid, read: () => T): Promise<T> {
+  Deno.kill(pid, "SIGSTOP");
+  try {
+    const deadline = performance.now() + 5000;
+    while (!threadStates(pid).every((state) => state === "T")) {
+      if (performance.now() > deadline) throw new Error(`process ${pid} did not stop`);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return read();
+  } finally {
+    Deno.kill(pid, "SIGCONT");
+  }
+}
+
+/** The plug-in attached to a process, with what it was built from. */
+export interface AttachedPython extends Disposable {
+  readonly data: PythonData;
+  readonly instance: PythonInstance;
+  readonly memory: RemoteMemory;
+  readonly ebpf: MemoryEbpfHandler;
+  /** The interpreter file's path in the process. */
+  readonly path: string;
+}
+
+/**
+ * Attaches the CPython plug-in to `pid` the way the process manager will: every executable mapping's
+ * file is offered to the loader; the first that yields Data is attached with its mapping's bias.
+ *
+ * @throws {Error} when no mapping is a Python interpreter.
+ */
+export function attachPython(pid: Pid): AttachedPython {
+  const ebpf = new MemoryEbpfHandler();
+  const mappings = parseProcMaps(Deno.readTextFileSync(`/proc/${pid}/maps`));
+  const tried = new Set<string>();
+  for (const mapping of mappings) {
+    if (!mapping.path.startsWith("/") || tried.has(mapping.path)) continue;
+    tried.add(mapping.path);
+    const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
+    const openPath = `/proc/${pid}/map_files/${range}`;
+    let fileId;
+    try {
+      using file = Deno.openSync(openPath);
+      fileId = fileIdOf(file);
+    } catch {
+      continue;
+    }
+    using info = new LoaderInfo({ fileId, fileName: mapping.path, openPath });
+    let data: PythonData | null;
+    try {
+      data = pythonLoader(ebpf, info) as PythonData | null;
+    } catch (error) {
+      if (error instanceof RangeError) continue;
+      throw error;
+    }
+    if (data === null) continue;
+    const bias = mappingBias(mapping, info.getElf().loadSegments);
+    if (bias === null) throw new Error(`Cannot compute the bias of ${mapping.path} in ${pid}`);
+    const memory = RemoteMemory.open(pid);
+    const instance = data.attach(ebpf, pid, bias, memory);
+    return {
+      data,
+      instance,
+      memory,
+      ebpf,
+      path: mapping.path,
+      [Symbol.dispose]() {
+        instance.detach(ebpf, pid);
+        memory.close();
+      },
+    };
+  }
+  throw new Error(`No Python interpreter among the mappings of ${pid}: ${[...tried].join(", ")}`);
+}

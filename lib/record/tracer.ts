@@ -15,7 +15,7 @@
 import type { BpfLink } from "../bpf/program.ts";
 import { BpfObject } from "../bpf/object.ts";
 import { u32Key } from "../bpf/map.ts";
-import { libbpf } from "../bpf/libbpf.ts";
+import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
@@ -56,6 +56,8 @@ export interface TracerOptions {
 /** BPF-side counters, summed over CPUs. */
 export type TracerMetrics = Record<keyof typeof MetricId, number>;
 
+const EAGAIN = 11;
+
 /**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
  * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
@@ -83,8 +85,22 @@ export class Tracer {
     this.periodNs = periodNs;
   }
 
-  /** Loads, configures and attaches everything; on any failure undoes what was done and throws. */
+  /**
+   * Loads, configures and attaches everything; on any failure undoes what was done and throws. A signal
+   * that interrupts the verifier (EAGAIN: a profiler's SIGPROF, a busy terminal) makes it start over with
+   * a fresh object, since libbpf cannot load one object twice.
+   */
   static start(options: TracerOptions): Tracer {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return Tracer.#start(options);
+      } catch (error) {
+        if (!(error instanceof LibbpfError) || error.errno !== EAGAIN || attempt >= 3) throw error;
+      }
+    }
+  }
+
+  static #start(options: TracerOptions): Tracer {
     const periodNs = Math.round(1e9 / options.frequencyHz);
     const filtered = (options.pids?.length ?? 0) > 0 || (options.followChildrenOf?.length ?? 0) > 0;
     const cpus = onlineCpus();

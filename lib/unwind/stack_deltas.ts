@@ -20,8 +20,6 @@ import { CfaRule, FpRule, type UnwindTable } from "./unwind_table.ts";
 import { StackDeltaConstants, UnwindCommand, UnwindFpOpcode, UnwindOpcode } from "../../support/types.ts";
 
 const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
-/** Offsets below this pack into an exact numeric key (2^20 * 2^21 * 2^8 * 2^3 = 2^52). */
-const SMALL = 2 ** 19;
 const MAX_MERGE_DISTANCE = StackDeltaConstants.MergeOpcodeNegative - 1;
 
 /** A file's deltas, ready to be written to the BPF maps. */
@@ -70,8 +68,10 @@ export class UnwindInfoRegistry {
 
   /** The index of a rule, adding it if new; -1 when the array is full. */
   indexOf(opcode: number, fpOpcode: number, mergeOpcode: number, param: number, fpParam: number): number {
-    const key = Math.abs(param) < SMALL && Math.abs(fpParam) < SMALL
-      ? ((((param + SMALL) * 2 * SMALL + (fpParam + SMALL)) * 256 + mergeOpcode) * 4 + opcode) * 2 + fpOpcode
+    // A small integer key (a V8 "Smi": no allocation, fast hashing) covers real CFA offsets; larger ones
+    // fall back to a string.
+    const key = Math.abs(param) < 512 && Math.abs(fpParam) < 128
+      ? ((((param + 512) << 8) | (fpParam + 128)) << 8 | mergeOpcode) << 3 | (opcode << 1) | fpOpcode
       : `${opcode},${fpOpcode},${mergeOpcode},${param},${fpParam}`;
     let index = this.#indices.get(key);
     if (index !== undefined) return index;

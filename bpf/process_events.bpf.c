@@ -6,8 +6,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
+#include "events.bpf.h"
 #include "kernel.bpf.h"
-#include "maps.bpf.h"
 
 static __always_inline int process_selected(__u32 pid)
 {
@@ -18,20 +18,13 @@ static __always_inline int process_selected(__u32 pid)
 
 static __always_inline void emit(__u32 kind, struct task_struct *task, __u32 parent_pid)
 {
-  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
-  if (!event) {
-    metric_increment(METRIC_EVENTS_LOST);
+  struct process_event *event =
+    process_event_reserve(kind, BPF_CORE_READ(task, tgid), BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
+  if (!event)
     return;
-  }
-  event->hdr.kind = kind;
-  event->hdr.cpu = bpf_get_smp_processor_id();
-  event->hdr.ktime = bpf_ktime_get_ns();
-  event->hdr.pid = BPF_CORE_READ(task, tgid);
-  event->hdr.tid = BPF_CORE_READ(task, pid);
   event->parent_pid = parent_pid;
-  event->file_id = 0;
   bpf_probe_read_kernel_str(event->comm, sizeof(event->comm), &task->comm);
-  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+  process_event_submit(event);
 }
 
 SEC("raw_tp/sched_process_exec")

@@ -5,6 +5,7 @@
 
 #include <bpf/bpf_endian.h>
 
+#include "events.bpf.h"
 #include "maps.bpf.h"
 
 // Binary search steps: a page holds at most 2^16 deltas.
@@ -94,20 +95,9 @@ static __always_inline void report_process(__u32 kind, __u32 pid)
   if (last && now - *last < REPORT_INTERVAL_NS)
     return;
   bpf_map_update_elem(&reported_pids, &pid, &now, BPF_ANY);
-  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
-  if (!event) {
-    metric_increment(METRIC_EVENTS_LOST);
-    return;
-  }
-  event->hdr.kind = kind;
-  event->hdr.cpu = bpf_get_smp_processor_id();
-  event->hdr.ktime = now;
-  event->hdr.pid = pid;
-  event->hdr.tid = 0;
-  event->parent_pid = 0;
-  event->file_id = 0;
-  __builtin_memset(event->comm, 0, sizeof(event->comm));
-  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+  struct process_event *event = process_event_reserve(kind, pid, 0, now);
+  if (event)
+    process_event_submit(event);
 }
 
 // Asks the host to load a file's deltas, at most every REPORT_INTERVAL_NS per file.
@@ -118,20 +108,11 @@ static __always_inline void report_file(__u64 file_id, __u32 pid)
   if (last && now - *last < REPORT_INTERVAL_NS)
     return;
   bpf_map_update_elem(&reported_files, &file_id, &now, BPF_ANY);
-  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
-  if (!event) {
-    metric_increment(METRIC_EVENTS_LOST);
+  struct process_event *event = process_event_reserve(EVENT_KIND_FILE_NEEDED, pid, 0, now);
+  if (!event)
     return;
-  }
-  event->hdr.kind = EVENT_KIND_FILE_NEEDED;
-  event->hdr.cpu = bpf_get_smp_processor_id();
-  event->hdr.ktime = now;
-  event->hdr.pid = pid;
-  event->hdr.tid = 0;
-  event->parent_pid = 0;
   event->file_id = (__u32)file_id;
-  __builtin_memset(event->comm, 0, sizeof(event->comm));
-  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+  process_event_submit(event);
 }
 
 #endif

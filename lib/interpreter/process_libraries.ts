@@ -12,7 +12,6 @@
  *
  * @module
  */
-import type { LoadSegment } from "../elf/elf_file.ts";
 import { parseProcMaps, type ProcMapping } from "../process/proc_maps.ts";
 import type { Pid } from "../types.ts";
 
@@ -61,19 +60,5 @@ export function findProcessLibraries(pid: Pid, procRoot = "/proc"): ProcessLibra
   return { libc: find(LIBC), loader: find(LOADER) };
 }
 
-/**
- * The load bias of a mapping (process address - ELF virtual address), through the PT_LOAD segment that
- * holds the mapping's file offset; null when none does.
- */
-export function mappingBias(mapping: ProcMapping, segments: readonly LoadSegment[]): number | null {
-  for (const segment of segments) {
-    // A segment is mapped from the page holding its first byte.
-    const pageStart = segment.offset - (segment.offset % 4096);
-    if (
-      mapping.fileOffset >= pageStart && mapping.fileOffset < segment.offset + Math.max(segment.filesz, 1)
-    ) {
-      return mapping.start - (mapping.fileOffset - segment.offset + segment.vaddr);
-    }
-  }
-  return null;
-}
+/** Re-exported from lib/process/proc_maps.ts, where it belongs with the mappings it reads. */
+export { mappingBias } from "../process/proc_maps.ts";

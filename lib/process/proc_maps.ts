@@ -13,6 +13,7 @@
  *
  * @module
  */
+import type { LoadSegment } from "../elf/elf_file.ts";
 import type { Address } from "../types.ts";
 
 /** One executable mapping of a process. */
@@ -81,4 +82,21 @@ export function findMapping(mappings: readonly ProcMapping[], address: number): 
     else return middle;
   }
   return -1;
+}
+
+/**
+ * The load bias of a mapping (process address - ELF virtual address), through the PT_LOAD segment that
+ * holds the mapping's file offset; null when none does.
+ */
+export function mappingBias(mapping: ProcMapping, segments: readonly LoadSegment[]): number | null {
+  for (const segment of segments) {
+    // A segment is mapped from the page holding its first byte.
+    const pageStart = segment.offset - (segment.offset % 4096);
+    if (
+      mapping.fileOffset >= pageStart && mapping.fileOffset < segment.offset + Math.max(segment.filesz, 1)
+    ) {
+      return mapping.start - (mapping.fileOffset - segment.offset + segment.vaddr);
+    }
+  }
+  return null;
 }

@@ -20,6 +20,7 @@ import { u32Key } from "../bpf/map.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
+import { mappingBias } from "../process/proc_maps.ts";
 import type { Pid } from "../types.ts";
 import { UnwindProgram } from "../../support/types.ts";
 import { PidPageMappings } from "./pid_page_mappings.ts";
@@ -117,7 +118,7 @@ export class NativeUnwinding implements ProcessListener {
       let fileId = 0;
       let bias = 0;
       if (loaded && loaded.segments.length > 0) {
-        const segmentBias = biasOf(mapping, loaded.segments);
+        const segmentBias = mappingBias(mapping, loaded.segments);
         if (segmentBias !== null && segmentBias >= 0) {
           fileId = loaded.id;
           bias = segmentBias;
@@ -263,18 +264,4 @@ function fileKey(id: number): Uint8Array<ArrayBuffer> {
   const key = new Uint8Array(8);
   new DataView(key.buffer).setUint32(0, id, true);
   return key;
-}
-
-/** address - bias = ELF virtual address, through the PT_LOAD that holds the mapping's file offset. */
-function biasOf(mapping: ResolvedMapping, segments: readonly LoadSegment[]): number | null {
-  for (const segment of segments) {
-    // Segments are mapped from the page that holds their first byte.
-    const pageStart = segment.offset - (segment.offset % 4096);
-    if (
-      mapping.fileOffset >= pageStart && mapping.fileOffset < segment.offset + Math.max(segment.filesz, 1)
-    ) {
-      return mapping.start - (mapping.fileOffset - segment.offset + segment.vaddr);
-    }
-  }
-  return null;
 }

@@ -1,0 +1,33 @@
+// Process events for the host, written to the same ring buffer as traces (so they stay in order).
+#ifndef OMNIPROF_EVENTS_BPF_H
+#define OMNIPROF_EVENTS_BPF_H
+
+#include "maps.bpf.h"
+
+// Reserves a process event with its header filled in and every other field zero; NULL (and counted as
+// lost) when the ring buffer is full. The caller fills what its kind needs, then submits.
+static __always_inline struct process_event *process_event_reserve(__u32 kind, __u32 pid, __u32 tid, __u64 now)
+{
+  struct process_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+  if (!event) {
+    metric_increment(METRIC_EVENTS_LOST);
+    return 0;
+  }
+  event->hdr.kind = kind;
+  event->hdr.cpu = bpf_get_smp_processor_id();
+  event->hdr.ktime = now;
+  event->hdr.pid = pid;
+  event->hdr.tid = tid;
+  event->parent_pid = 0;
+  event->file_id = 0;
+  __builtin_memset(event->comm, 0, sizeof(event->comm));
+  return event;
+}
+
+// No wakeup: the host drains the ring buffer on a timer.
+static __always_inline void process_event_submit(struct process_event *event)
+{
+  bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+}
+
+#endif

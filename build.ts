@@ -9,9 +9,13 @@
  *    (DENORT_BIN), and says why it skipped otherwise;
  * 4. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
  *    file that `deno run -A FILE` runs anywhere: the same inputs `deno compile` embeds, testable where
- *    no denort runtime can be had.
+ *    no denort runtime can be had;
+ * 5. with `--variant NAME` (NAME is OMNIPROF_<SOMETHING>, e.g. OMNIPROF_BROKEN_FOR_TEST), compiles the
+ *    BPF object with `-DNAME` into .build/variant-NAME/ instead, leaves support/types.ts alone, and makes
+ *    `--bundle` embed that object: a test build (`deno task test-kernel VERSION --broken`) that never
+ *    touches the default build's outputs.
  *
- * Usage: deno run -A build.ts [--check] [--compile] [--bundle FILE] [--quiet]
+ * Usage: deno run -A build.ts [--check] [--compile] [--bundle FILE] [--variant NAME] [--quiet]
  *
  * @module
  */
@@ -30,8 +34,17 @@ const { values: flags } = parseArgs({
     compile: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
     bundle: { type: "string" },
+    variant: { type: "string" },
   },
 });
+
+if (flags.variant !== undefined && !/^OMNIPROF_[A-Z0-9_]+$/.test(flags.variant)) {
+  console.error(`build: --variant ${flags.variant}: expected a macro name such as OMNIPROF_BROKEN_FOR_TEST`);
+  Deno.exit(2);
+}
+/** Where this build's BPF object and its bitcode go: .build/, or the variant's own folder. */
+const objectDir = flags.variant ? `${outputDir}variant-${flags.variant}/` : outputDir;
+const objectPath = `${objectDir}omniprof.bpf.o`;
 
 function say(message: string): void {
   if (!flags.quiet) console.error(`build: ${message}`);
@@ -76,7 +89,7 @@ async function compileBpf(): Promise<void> {
     .sort();
   let objectTime = 0;
   try {
-    objectTime = Deno.statSync(BPF_OBJECT_PATH).mtime?.getTime() ?? 0;
+    objectTime = Deno.statSync(objectPath).mtime?.getTime() ?? 0;
   } catch {
     // not built yet
   }
@@ -84,13 +97,13 @@ async function compileBpf(): Promise<void> {
     say("BPF object is up to date");
     return;
   }
-  Deno.mkdirSync(outputDir, { recursive: true });
+  Deno.mkdirSync(objectDir, { recursive: true });
   // UAPI headers such as asm/ptrace.h live in the multiarch include folder, which clang's BPF target
   // does not search by itself.
   const include = `/usr/include/${await hostTriplet()}`;
   const bitcode: string[] = [];
   await Promise.all(sources.map(async (source) => {
-    const out = `${outputDir}${source.replace(/\.c$/, ".bc")}`;
+    const out = `${objectDir}${source.replace(/\.c$/, ".bc")}`;
     bitcode.push(out);
     await run("clang", [
       "-target",
@@ -99,6 +112,7 @@ async function compileBpf(): Promise<void> {
       "-g",
       "-Wall",
       "-Werror",
+      ...(flags.variant ? [`-D${flags.variant}`] : []),
       `-I${include}`,
       "-emit-llvm",
       "-c",
@@ -107,10 +121,10 @@ async function compileBpf(): Promise<void> {
       out,
     ]);
   }));
-  const linked = `${outputDir}omniprof.bc`;
+  const linked = `${objectDir}omniprof.bc`;
   await run("llvm-link", [...bitcode.sort(), "-o", linked]);
-  await run("llc", ["-march=bpf", "-mcpu=v2", "-filetype=obj", "-O2", linked, "-o", BPF_OBJECT_PATH]);
-  say(`compiled ${sources.length} BPF sources into ${BPF_OBJECT_PATH.slice(root.length)}`);
+  await run("llc", ["-march=bpf", "-mcpu=v2", "-filetype=obj", "-O2", linked, "-o", objectPath]);
+  say(`compiled ${sources.length} BPF sources into ${objectPath.slice(root.length)}`);
 }
 
 /** The demo workload, embedded in the program like the BPF object. */
@@ -166,15 +180,35 @@ async function compileExecutable(): Promise<void> {
 }
 
 async function bundle(output: string): Promise<void> {
-  await run(Deno.execPath(), ["bundle", "--unstable-raw-imports", "--quiet", "-o", output, `${root}main.ts`]);
-  say(`wrote ${output}`);
+  // A variant's object replaces the default one through an import map (deno.json's imports kept).
+  const importMap: string[] = [];
+  if (flags.variant) {
+    const config = JSON.parse(Deno.readTextFileSync(`${root}deno.json`)) as {
+      imports?: Record<string, string>;
+    };
+    const map = `${objectDir}import_map.json`;
+    const imports = { ...config.imports, [`file://${BPF_OBJECT_PATH}`]: `file://${objectPath}` };
+    Deno.writeTextFileSync(map, JSON.stringify({ imports }, null, 2));
+    importMap.push("--import-map", map);
+  }
+  await run(Deno.execPath(), [
+    "bundle",
+    "--unstable-raw-imports",
+    "--quiet",
+    ...importMap,
+    "-o",
+    output,
+    `${root}main.ts`,
+  ]);
+  say(`wrote ${output}${flags.variant ? ` (BPF object of variant ${flags.variant})` : ""}`);
 }
 
 if (import.meta.main) {
   try {
     await compileBpf();
     await compileDemo();
-    await generateTypes();
+    // support/types.ts describes the default object; a variant only adds code.
+    if (!flags.variant) await generateTypes();
     if (flags.compile) await compileExecutable();
     if (flags.bundle) await bundle(flags.bundle);
   } catch (error) {

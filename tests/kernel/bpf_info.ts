@@ -1,0 +1,145 @@
+/**
+ * What the kernel says about a loaded program or a created map (`BPF_OBJ_GET_INFO_BY_FD`): the map type
+ * it really created and the size of the program the verifier accepted, for the guest suite's details.
+ * Only the leading fields, which every kernel since 4.13 fills, are read.
+ *
+ * @example
+ * ```ts ignore
+ * import { mapInfo, mapTypeName } from "./bpf_info.ts";
+ * const info = mapInfo(object.map("events").fd);
+ * console.log(mapTypeName(info.type)); // "RINGBUF"
+ * ```
+ *
+ * @module
+ */
+import { libbpf, LibbpfError } from "../../lib/bpf/libbpf.ts";
+
+/** The leading fields of `struct bpf_map_info`. */
+export interface MapInfo {
+  type: number;
+  keySize: number;
+  valueSize: number;
+  maxEntries: number;
+  flags: number;
+}
+
+/** The leading fields of `struct bpf_prog_info`. */
+export interface ProgramInfo {
+  type: number;
+  /** Bytes of JITed machine code (0 when the JIT is off). */
+  jitedBytes: number;
+  /** Instructions after the verifier's rewrites. */
+  instructions: number;
+}
+
+/** BPF_MAP_TYPE_* names by number (enum bpf_map_type). */
+const MAP_TYPES = [
+  "UNSPEC",
+  "HASH",
+  "ARRAY",
+  "PROG_ARRAY",
+  "PERF_EVENT_ARRAY",
+  "PERCPU_HASH",
+  "PERCPU_ARRAY",
+  "STACK_TRACE",
+  "CGROUP_ARRAY",
+  "LRU_HASH",
+  "LRU_PERCPU_HASH",
+  "LPM_TRIE",
+  "ARRAY_OF_MAPS",
+  "HASH_OF_MAPS",
+  "DEVMAP",
+  "SOCKMAP",
+  "CPUMAP",
+  "XSKMAP",
+  "SOCKHASH",
+  "CGROUP_STORAGE",
+  "REUSEPORT_SOCKARRAY",
+  "PERCPU_CGROUP_STORAGE",
+  "QUEUE",
+  "STACK",
+  "SK_STORAGE",
+  "DEVMAP_HASH",
+  "STRUCT_OPS",
+  "RINGBUF",
+  "INODE_STORAGE",
+  "TASK_STORAGE",
+  "BLOOM_FILTER",
+  "USER_RINGBUF",
+  "CGRP_STORAGE",
+];
+
+/** BPF_PROG_TYPE_* names by number (enum bpf_prog_type), up to the tracing types. */
+const PROGRAM_TYPES = [
+  "UNSPEC",
+  "SOCKET_FILTER",
+  "KPROBE",
+  "SCHED_CLS",
+  "SCHED_ACT",
+  "TRACEPOINT",
+  "XDP",
+  "PERF_EVENT",
+  "CGROUP_SKB",
+  "CGROUP_SOCK",
+  "LWT_IN",
+  "LWT_OUT",
+  "LWT_XMIT",
+  "SOCK_OPS",
+  "SK_SKB",
+  "CGROUP_DEVICE",
+  "SK_MSG",
+  "RAW_TRACEPOINT",
+  "CGROUP_SOCK_ADDR",
+  "LWT_SEG6LOCAL",
+  "LIRC_MODE2",
+  "SK_REUSEPORT",
+  "FLOW_DISSECTOR",
+  "CGROUP_SYSCTL",
+  "RAW_TRACEPOINT_WRITABLE",
+  "CGROUP_SOCKOPT",
+  "TRACING",
+];
+
+/** The name of a map type, e.g. "LPM_TRIE". */
+export function mapTypeName(type: number): string {
+  return MAP_TYPES[type] ?? `type ${type}`;
+}
+
+/** The name of a program type, e.g. "PERF_EVENT". */
+export function programTypeName(type: number): string {
+  return PROGRAM_TYPES[type] ?? `type ${type}`;
+}
+
+/** BPF_MAP_TYPE_LPM_TRIE. */
+export const MAP_TYPE_LPM_TRIE = 11;
+
+function objectInfo(fd: number, what: string): DataView {
+  // Larger than any kernel's struct; the kernel checks that the bytes it does not know are zero.
+  const info = new Uint8Array(256);
+  const length = new Uint32Array([info.length]);
+  const result = libbpf().fn.bpf_obj_get_info_by_fd(fd, info, new Uint8Array(length.buffer));
+  if (result < 0) throw new LibbpfError(`get the kernel's information on ${what}`, -result);
+  return new DataView(info.buffer);
+}
+
+/** Reads a map's type, sizes and flags from the kernel. */
+export function mapInfo(fd: number): MapInfo {
+  const view = objectInfo(fd, `map fd ${fd}`);
+  return {
+    type: view.getUint32(0, true),
+    keySize: view.getUint32(8, true),
+    valueSize: view.getUint32(12, true),
+    maxEntries: view.getUint32(16, true),
+    flags: view.getUint32(20, true),
+  };
+}
+
+/** Reads a program's type and sizes from the kernel. */
+export function programInfo(fd: number): ProgramInfo {
+  const view = objectInfo(fd, `program fd ${fd}`);
+  return {
+    type: view.getUint32(0, true),
+    jitedBytes: view.getUint32(16, true),
+    instructions: view.getUint32(20, true) / 8,
+  };
+}

@@ -1,0 +1,378 @@
+/**
+ * The checks the guest suite runs inside each kernel, in order. A check has a one-word name and a body
+ * that returns a one-line detail when it passes and throws {@linkcode CheckFailure} (with log lines, such
+ * as the verifier's output) when it does not, or {@linkcode CheckSkipped} when it does not apply. To test
+ * something new in every kernel, add an entry to {@linkcode guestChecks}; programs added to bpf/ get their
+ * `load:NAME` check without any edit.
+ *
+ * @example
+ * ```ts ignore
+ * import { guestChecks } from "./guest_checks.ts";
+ * for (const check of guestChecks(context)) console.log(check.name, await check.run(context));
+ * ```
+ *
+ * @module
+ */
+import { BpfObject } from "../../lib/bpf/object.ts";
+import { LibbpfError } from "../../lib/bpf/libbpf.ts";
+import { Tracer } from "../../lib/record/tracer.ts";
+import { EventKind } from "../../support/types.ts";
+import { countWhere, hasChain, parseFolded } from "../helpers.ts";
+import { MAP_TYPE_LPM_TRIE, mapInfo, mapTypeName, programInfo, programTypeName } from "./bpf_info.ts";
+import type { BpfObjectContents } from "./bpf_object_contents.ts";
+import type { SamplingSession } from "./sampling_session.ts";
+
+/** A check did not pass; `log` holds the lines that explain why. */
+export class CheckFailure extends Error {
+  readonly log: string[];
+  constructor(message: string, log: string[] = []) {
+    super(message);
+    this.name = "CheckFailure";
+    this.log = log;
+  }
+}
+
+/** A check that does not apply here (the reason is the message). */
+export class CheckSkipped extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "CheckSkipped";
+  }
+}
+
+/** Output of a CLI run. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** What the checks work with. */
+export interface SuiteContext {
+  /** The BPF object the program embeds. */
+  objectBytes: Uint8Array;
+  contents: BpfObjectContents;
+  /** Folder with the compiled workloads (chain). */
+  workloads: string;
+  /** Runs the omniprof CLI (the bundle) with `args`; killed after `timeoutMs`. */
+  runCli(args: string[], timeoutMs?: number): Promise<CliRun>;
+  /** The shared tracer session over the chain workload, run on first use. */
+  session(): Promise<SamplingSession>;
+}
+
+/** One named check. */
+export interface GuestCheck {
+  name: string;
+  run(context: SuiteContext): Promise<string> | string;
+}
+
+/** Fails with `message` unless `condition` holds. */
+function expect(condition: boolean, message: string, log: string[] = []): asserts condition {
+  if (!condition) throw new CheckFailure(message, log);
+}
+
+/**
+ * The lines of a log worth showing: from libbpf's report of a refused program (the verifier's log
+ * follows it) to the end, or else the last lines; libbpf's debug chatter before it is left out.
+ */
+export function focusLog(lines: string[]): string[] {
+  const kept = lines.filter((line) => line.trim().length > 0);
+  const refused = kept.findIndex((line) => /BPF program load failed|BEGIN PROG LOAD LOG/.test(line));
+  return refused >= 0 ? kept.slice(refused, refused + 150) : kept.slice(-40);
+}
+
+/** A CLI run's output for a failure report, without the log records that repeat libbpf's lines. */
+function outputLog(run: CliRun): string[] {
+  const lines = `${run.stdout}\n${run.stderr}`.split("\n");
+  let inRecord = false;
+  return focusLog(lines.filter((line) => {
+    // A log record: "12:00:00.000 WRN omniprof·libbpf "text\n" +", continued by indented quoted lines.
+    if (/^\d\d:\d\d:\d\d\.\d+ [A-Z]{3} /.test(line)) inRecord = true;
+    else if (!/^\s+"/.test(line)) inRecord = false;
+    return !inRecord;
+  }));
+}
+
+/** Opens the object with only `program` set to load (none: maps only). */
+function openWithOnly(context: SuiteContext, program: string | null): BpfObject {
+  const object = BpfObject.open(context.objectBytes, "omniprof.bpf.o");
+  for (const other of context.contents.programs) {
+    if (other.name !== program) object.program(other.name).setAutoload(false);
+  }
+  return object;
+}
+
+/** Turns a libbpf failure into a check failure carrying libbpf's log (the verifier's explanation). */
+function loadFailure(error: unknown): never {
+  if (error instanceof LibbpfError) {
+    throw new CheckFailure(error.message.split("\n")[0]!, focusLog(error.log));
+  }
+  throw error;
+}
+
+const environment: GuestCheck = {
+  name: "environment",
+  run() {
+    let btf: number;
+    try {
+      btf = Deno.statSync("/sys/kernel/btf/vmlinux").size;
+    } catch {
+      throw new CheckFailure("the kernel has no BTF (/sys/kernel/btf/vmlinux)");
+    }
+    const mounts = Deno.readTextFileSync("/proc/mounts");
+    expect(/ \/sys\/fs\/bpf bpf /.test(mounts), "bpffs is not mounted on /sys/fs/bpf");
+    return `Linux ${Deno.osRelease()}, BTF ${
+      (btf / 1048576).toFixed(1)
+    } MiB, ${navigator.hardwareConcurrency} CPUs`;
+  },
+};
+
+const cliCheck: GuestCheck = {
+  name: "cli-check",
+  async run(context) {
+    const run = await context.runCli(["check"]);
+    expect(run.code === 0, `omniprof check exited with ${run.code}`, outputLog(run));
+    const failed = run.stdout.split("\n").filter((line) => line.startsWith("FAIL"));
+    return `omniprof check: all essential checks ok${
+      failed.length > 0 ? ` (${failed.length} optional FAIL)` : ""
+    }`;
+  },
+};
+
+/** `load:NAME`: the verifier accepts the program on its own. */
+function loadProgram(name: string, section: string): GuestCheck {
+  return {
+    name: `load:${name}`,
+    run(context) {
+      using object = openWithOnly(context, name);
+      try {
+        object.load();
+      } catch (error) {
+        loadFailure(error);
+      }
+      const info = programInfo(object.program(name).fd);
+      return `${programTypeName(info.type)} (SEC ${section}): ${info.instructions} instructions verified, ` +
+        `JIT ${info.jitedBytes} bytes`;
+    },
+  };
+}
+
+const maps: GuestCheck = {
+  name: "maps",
+  run(context) {
+    using object = openWithOnly(context, null);
+    try {
+      object.load();
+    } catch (error) {
+      loadFailure(error);
+    }
+    const byType = new Map<string, number>();
+    for (const name of context.contents.maps) {
+      const type = mapTypeName(mapInfo(object.map(name).fd).type);
+      byType.set(type, (byType.get(type) ?? 0) + 1);
+    }
+    return `${context.contents.maps.length} maps created: ` +
+      [...byType].map(([type, count]) => `${type} x${count}`).join(", ");
+  },
+};
+
+/** Longest-prefix matching in every LPM trie of the object, with keys of the trie's own size. */
+const lpmTrie: GuestCheck = {
+  name: "lpm-trie",
+  run(context) {
+    using object = openWithOnly(context, null);
+    try {
+      object.load();
+    } catch (error) {
+      loadFailure(error);
+    }
+    const tries = context.contents.maps.filter((name) =>
+      mapInfo(object.map(name).fd).type === MAP_TYPE_LPM_TRIE
+    );
+    if (tries.length === 0) throw new CheckSkipped("the object has no LPM trie");
+    for (const name of tries) {
+      const map = object.map(name);
+      const info = mapInfo(map.fd);
+      // struct bpf_lpm_trie_key: a host-endian prefix length in bits, then the data.
+      const key = (bits: number, ...data: number[]) => {
+        const bytes = new Uint8Array(info.keySize);
+        new DataView(bytes.buffer).setUint32(0, bits, true);
+        bytes.set(data, 4);
+        return bytes;
+      };
+      const full = (info.keySize - 4) * 8;
+      const short = new Uint8Array(info.valueSize).fill(0x11);
+      const long = new Uint8Array(info.valueSize).fill(0x22);
+      map.update(key(8, 0xab), short);
+      map.update(key(16, 0xab, 0xcd), long);
+      const found = new Uint8Array(info.valueSize);
+      const match = (probe: Uint8Array) => map.lookup(probe, found) ? found[0] : null;
+      expect(match(key(full, 0xab, 0xcd, 0xef)) === 0x22, `${name}: the longest prefix did not match`);
+      expect(match(key(full, 0xab, 0x00)) === 0x11, `${name}: the shorter prefix did not match`);
+      expect(match(key(full, 0xac)) === null, `${name}: a key outside every prefix matched`);
+      map.delete(key(8, 0xab));
+      map.delete(key(16, 0xab, 0xcd));
+    }
+    return `longest-prefix lookups right in ${tries.join(", ")}`;
+  },
+};
+
+const attach: GuestCheck = {
+  name: "attach",
+  async run() {
+    using tracer = Tracer.start({ frequencyHz: 99 });
+    let records = 0;
+    const sink = { onRecord: () => void records++ };
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    tracer.stopSampling();
+    tracer.drain(sink);
+    return `sampling program on cpu-clock perf events of ${tracer.cpus.length} CPUs, process-event ` +
+      `tracepoints attached; ${records} records in 0.3 s`;
+  },
+};
+
+const ringBuffer: GuestCheck = {
+  name: "ring-buffer",
+  async run(context) {
+    const session = await context.session();
+    const { traces, metrics } = session;
+    expect(traces.length >= 20, `only ${traces.length} traces of the workload arrived`);
+    expect(
+      metrics.TracesLost === 0 && metrics.EventsLost === 0,
+      `lost ${metrics.TracesLost} traces, ${metrics.EventsLost} events`,
+    );
+    expect(session.otherTraces === 0, `${session.otherTraces} traces of processes the filter excludes`);
+    return `${traces.length} traces and ${session.events.length} process events of the workload, 0 lost, ` +
+      `${metrics.Filtered} samples filtered out in BPF`;
+  },
+};
+
+const tailCalls: GuestCheck = {
+  name: "tail-calls",
+  async run(context) {
+    const { traces, metrics } = await context.session();
+    expect(metrics.TailCallFailed === 0, `TailCallFailed = ${metrics.TailCallFailed}`);
+    const unwound = traces.filter((trace) => trace.nativeFrames >= 1).length;
+    expect(
+      traces.length > 0 && unwound / traces.length >= 0.9,
+      `${unwound}/${traces.length} traces have native frames`,
+    );
+    return `${unwound}/${traces.length} traces went sample_cpu -> unwind_native -> unwind_stop, TailCallFailed 0`;
+  },
+};
+
+/** The workload's lifecycle events (fork, exec, exit), without the other kinds the programs may send. */
+const LIFECYCLE: readonly number[] = [EventKind.ProcessFork, EventKind.ProcessExec, EventKind.ProcessExit];
+
+const processEvents: GuestCheck = {
+  name: "process-events",
+  async run(context) {
+    const { events, workloadExitCode } = await context.session();
+    expect(workloadExitCode === 0, `the workload exited with ${workloadExitCode}`);
+    const kinds = events.map((event) => event.kind).filter((kind) => LIFECYCLE.includes(kind));
+    const names = Object.fromEntries(Object.entries(EventKind).map(([name, value]) => [value, name]));
+    expect(
+      JSON.stringify(kinds) === JSON.stringify(LIFECYCLE),
+      `events ${kinds.map((kind) => names[kind]).join(", ") || "none"}, expected fork, exec, exit`,
+    );
+    const others = events.length - kinds.length;
+    return `fork, exec, exit of the workload arrived in order${
+      others > 0 ? ` (and ${others} other events)` : ""
+    }`;
+  },
+};
+
+/** The process events read task_struct fields through CO-RE relocations: their values must be right. */
+const coreFields: GuestCheck = {
+  name: "core-fields",
+  async run(context) {
+    const session = await context.session();
+    const find = (kind: number) => session.events.find((event) => event.kind === kind);
+    const fork = find(EventKind.ProcessFork);
+    const exec = find(EventKind.ProcessExec);
+    const exit = find(EventKind.ProcessExit);
+    expect(
+      fork !== undefined && exec !== undefined && exit !== undefined,
+      "no fork/exec/exit events to check",
+    );
+    const pid = session.workloadPid;
+    const problems: string[] = [];
+    if (fork.pid !== pid || fork.tid !== pid) {
+      problems.push(`fork pid/tid ${fork.pid}/${fork.tid}, expected ${pid}`);
+    }
+    if (fork.parentPid !== Deno.pid) problems.push(`fork parent ${fork.parentPid}, expected ${Deno.pid}`);
+    if (exec.pid !== pid || exec.tid !== pid) problems.push(`exec pid/tid ${exec.pid}/${exec.tid}`);
+    if (exec.comm !== "chain") problems.push(`exec comm ${JSON.stringify(exec.comm)}, expected "chain"`);
+    if (exit.pid !== pid || exit.comm !== "chain") {
+      problems.push(`exit pid ${exit.pid} comm ${JSON.stringify(exit.comm)}`);
+    }
+    expect(problems.length === 0, problems.join("; "));
+    return `task_struct tgid, pid, comm and the parent's tgid read right (pid ${pid}, parent ${Deno.pid})`;
+  },
+};
+
+/**
+ * A 2-second `record -p` of the chain workload, already past its start-up: under emulation the dynamic
+ * loader's work at start-up is slow enough to take a tenth of a short run, which is not what this
+ * measures (the sampling session covers following a command from its first instruction).
+ */
+const recordChain: GuestCheck = {
+  name: "record-chain",
+  async run(context) {
+    const folded = "/tmp/omniprof-chain.folded";
+    const stats = "/tmp/omniprof-chain.json";
+    const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" })
+      .spawn();
+    let run: CliRun;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      run = await context.runCli([
+        "record",
+        "-p",
+        String(workload.pid),
+        "-d",
+        "2",
+        "-o",
+        folded,
+        "--stats",
+        stats,
+      ]);
+    } finally {
+      workload.kill("SIGKILL");
+      await workload.status;
+    }
+    expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
+    const total = countWhere(stacks, () => true);
+    const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
+    const top = [...stacks].sort((a, b) => b.count - a.count).slice(0, 15)
+      .map((stack) => `${stack.count} ${stack.frames.join(";")}`);
+    expect(total >= 20, `only ${total} samples of chain in 2 s`, top);
+    expect(complete / total >= 0.9, `${complete}/${total} samples show main;a;b;c (90% needed)`, top);
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
+      lost: number;
+      bpf: Record<string, number>;
+    };
+    expect(counters.lost === 0, `${counters.lost} samples lost`);
+    expect(counters.bpf.TailCallFailed === 0, `TailCallFailed = ${counters.bpf.TailCallFailed}`);
+    return `record -p -d 2: ${complete}/${total} samples of chain show main;a;b;c ` +
+      `(${(100 * complete / total).toFixed(0)}%), 0 lost, TailCallFailed 0`;
+  },
+};
+
+/** Every check, in the order the suite runs them. */
+export function guestChecks(context: SuiteContext): GuestCheck[] {
+  return [
+    environment,
+    cliCheck,
+    ...context.contents.programs.map((program) => loadProgram(program.name, program.section)),
+    maps,
+    lpmTrie,
+    attach,
+    ringBuffer,
+    tailCalls,
+    processEvents,
+    coreFields,
+    recordChain,
+  ];
+}

@@ -55,12 +55,11 @@ struct unwind_info_map {
   __type(value, struct unwind_info);
 };
 
-// Hash maps that fill slowly (written by the host, per file or process) are not preallocated: their
-// full size would cost load time and memory up front.
+// Hash maps read by perf_event programs must be preallocated before kernel 6.1 ("perf_event programs can
+// only use preallocated hash map"), so their sizes are kept modest.
 struct stack_delta_pages_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, STACK_DELTA_PAGES_MAX_ENTRIES);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, struct stack_delta_page_key);
   __type(value, struct stack_delta_page_info);
 };
@@ -75,7 +74,6 @@ struct pid_page_mappings_map {
 
 struct known_pids_map {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
   __uint(max_entries, KNOWN_PIDS_MAX_ENTRIES);
   __type(key, __u32);
   __type(value, __u8);
@@ -84,7 +82,6 @@ struct known_pids_map {
 struct loaded_files_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, LOADED_FILES_MAX_ENTRIES);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, __u64);
   __type(value, __u8);
 };

@@ -245,11 +245,11 @@ export const StackDeltaConstants = {
   BitWidthPid: 32,
   BitWidthPage: 64,
   UnwindInfoMaxEntries: 16384,
-  StackDeltaPagesMaxEntries: 262144,
+  StackDeltaPagesMaxEntries: 65536,
   PidPageMappingsMaxEntries: 524288,
   FilesPerBucketMax: 4096,
-  KnownPidsMaxEntries: 65536,
-  LoadedFilesMaxEntries: 65536,
+  KnownPidsMaxEntries: 32768,
+  LoadedFilesMaxEntries: 16384,
 } as const;
 /** One value of {@linkcode StackDeltaConstants}. */
 export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];

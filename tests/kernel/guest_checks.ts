@@ -347,12 +347,19 @@ const recordChain: GuestCheck = {
     const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
     const top = [...stacks].sort((a, b) => b.count - a.count).slice(0, 15)
       .map((stack) => `${stack.count} ${stack.frames.join(";")}`);
-    expect(total >= 20, `only ${total} samples of chain in 2 s`, top);
-    expect(complete / total >= 0.9, `${complete}/${total} samples show main;a;b;c (90% needed)`, top);
     const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
       lost: number;
       bpf: Record<string, number>;
+      unwinding: Record<string, number>;
     };
+    // The counters say how the stacks were unwound (native tables or frame pointers) when one fails.
+    const details = [
+      ...top,
+      `BPF counters: ${JSON.stringify(counters.bpf)}`,
+      `unwinding: ${JSON.stringify(counters.unwinding)}`,
+    ];
+    expect(total >= 20, `only ${total} samples of chain in 2 s`, details);
+    expect(complete / total >= 0.9, `${complete}/${total} samples show main;a;b;c (90% needed)`, details);
     expect(counters.lost === 0, `${counters.lost} samples lost`);
     expect(counters.bpf.TailCallFailed === 0, `TailCallFailed = ${counters.bpf.TailCallFailed}`);
     return `record -p -d 2: ${complete}/${total} samples of chain show main;a;b;c ` +

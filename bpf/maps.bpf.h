@@ -101,15 +101,16 @@ struct reported_pids_map {
 };
 
 // A file's stack deltas: an array of 2^N entries, created by the host per file and put into the
-// bucket's hash-of-maps under the file id. The template is one entry: BPF_F_INNER_MAP (5.10+) lets the
+// bucket's hash-of-maps under the file id. Sizes, not BTF types: kernels before 6.12 refuse an inner map
+// whose BTF differs from the template's, and the host creates the arrays without BTF. The template is one entry: BPF_F_INNER_MAP (5.10+) lets the
 // real arrays be larger, so loading the object does not allocate a full-size array per bucket.
 #define STACK_DELTA_BUCKET(n)                                                                           \
   struct stack_delta_inner_##n {                                                                        \
     __uint(type, BPF_MAP_TYPE_ARRAY);                                                                   \
     __uint(max_entries, 1);                                                                             \
     __uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);                                                \
-    __type(key, __u32);                                                                                 \
-    __type(value, struct stack_delta);                                                                  \
+    __uint(key_size, sizeof(__u32));                                                                    \
+    __uint(value_size, sizeof(struct stack_delta));                                                     \
   };                                                                                                    \
   struct stack_delta_outer_##n {                                                                        \
     __uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                                            \

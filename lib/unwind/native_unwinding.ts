@@ -245,10 +245,15 @@ export class NativeUnwinding implements ProcessListener {
     try {
       if (deltas) this.#deltaMaps.load(id, deltas);
       loaded.deltas = deltas;
+      // Only now may the unwinder stop at an address without a delta; until then it uses frame pointers.
+      this.#loadedFiles.update(fileKey(id), new Uint8Array([1]));
     } catch (error) {
-      logger.warn("Cannot store unwind tables of {path}: {error}", { path: file.path, error: String(error) });
+      this.#filesFailed++;
+      logger.warn("Cannot store unwind tables of {path}: {error}; using frame pointers there", {
+        path: file.path,
+        error: String(error),
+      });
     }
-    this.#loadedFiles.update(fileKey(id), new Uint8Array([1]));
     const elapsed = performance.now() - started;
     this.#loadMs += elapsed;
     this.#tablesLoaded++;

@@ -357,13 +357,23 @@ const recordChain: GuestCheck = {
       ...top,
       `BPF counters: ${JSON.stringify(counters.bpf)}`,
       `unwinding: ${JSON.stringify(counters.unwinding)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
     ];
     expect(total >= 20, `only ${total} samples of chain in 2 s`, details);
     expect(complete / total >= 0.9, `${complete}/${total} samples show main;a;b;c (90% needed)`, details);
     expect(counters.lost === 0, `${counters.lost} samples lost`);
+    // The chain keeps frame pointers, so the fallback alone would pass: the tables must have been used.
+    expect(
+      (counters.bpf.UnwindNativeFrames ?? 0) > 0,
+      `no frame was unwound from stack deltas (UnwindNoInfo ${counters.bpf.UnwindNoInfo})`,
+      details,
+    );
     expect(counters.bpf.TailCallFailed === 0, `TailCallFailed = ${counters.bpf.TailCallFailed}`);
     return `record -p -d 2: ${complete}/${total} samples of chain show main;a;b;c ` +
-      `(${(100 * complete / total).toFixed(0)}%), 0 lost, TailCallFailed 0`;
+      `(${
+        (100 * complete / total).toFixed(0)
+      }%), ${counters.bpf.UnwindNativeFrames} frames from stack deltas, ` +
+      `0 lost, TailCallFailed 0`;
   },
 };
 

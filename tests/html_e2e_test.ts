@@ -20,7 +20,12 @@ import {
 import { buildWorkload, runCli, tempDir, tracingUnavailable } from "./helpers.ts";
 
 /** The frames of a chain of names, each directly on top of the previous one. */
+/**
+ * The widest drawn occurrence of `names` as a parent-to-child chain (a few early samples, unwound by frame
+ * pointers before the process's tables were loaded, can draw the chain a second time, narrow).
+ */
 function findChain(frames: DrawnFrame[], names: string[]): DrawnFrame[] | null {
+  let widest: DrawnFrame[] | null = null;
   for (const start of frames.filter((frame) => frame.name === names[0])) {
     const chain = [start];
     for (const name of names.slice(1)) {
@@ -32,9 +37,11 @@ function findChain(frames: DrawnFrame[], names: string[]): DrawnFrame[] | null {
       if (child === undefined) break;
       chain.push(child);
     }
-    if (chain.length === names.length) return chain;
+    if (chain.length === names.length && (widest === null || chain.at(-1)!.width > widest.at(-1)!.width)) {
+      widest = chain;
+    }
   }
-  return null;
+  return widest;
 }
 
 async function screenshot(page: Page, name: string): Promise<string> {

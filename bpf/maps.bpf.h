@@ -165,11 +165,16 @@ extern struct pid_filter_map pid_filter SEC(".maps");
 
 extern const volatile struct tracer_config tracer_config;
 
-static __always_inline void metric_increment(__u32 id)
+static __always_inline void metric_add(__u32 id, __u64 amount)
 {
   __u64 *count = bpf_map_lookup_elem(&metrics, &id);
   if (count)
-    *count += 1;
+    *count += amount;
+}
+
+static __always_inline void metric_increment(__u32 id)
+{
+  metric_add(id, 1);
 }
 
 #endif

@@ -126,7 +126,7 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
     case UNWIND_COMMAND_SIGNAL:
       return step_signal_frame(trace, state);
     case UNWIND_COMMAND_FRAME_POINTER:
-      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      state->fp_frames++;
       return step_frame_pointer(trace, state);
     default:
       return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
@@ -152,14 +152,24 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
   }
 
   __u64 return_address;
-  if (bpf_probe_read_user(&return_address, sizeof(return_address), (void *)(cfa - 8)))
-    return stop(trace, UNWIND_STOP_READ_FAILED);
-  if (fp_opcode == UNWIND_FP_CFA_OFFSET &&
-      bpf_probe_read_user(&state->fp, sizeof(state->fp), (void *)(cfa + fp_param)))
-    return stop(trace, UNWIND_STOP_READ_FAILED);
+  if (fp_opcode == UNWIND_FP_CFA_OFFSET && fp_param == -16) {
+    // The usual frame record (push rbp right after the call): saved rbp and return address side by side,
+    // one read for both.
+    __u64 record[2];
+    if (bpf_probe_read_user(record, sizeof(record), (void *)(cfa - 16)))
+      return stop(trace, UNWIND_STOP_READ_FAILED);
+    state->fp = record[0];
+    return_address = record[1];
+  } else {
+    if (bpf_probe_read_user(&return_address, sizeof(return_address), (void *)(cfa - 8)))
+      return stop(trace, UNWIND_STOP_READ_FAILED);
+    if (fp_opcode == UNWIND_FP_CFA_OFFSET &&
+        bpf_probe_read_user(&state->fp, sizeof(state->fp), (void *)(cfa + fp_param)))
+      return stop(trace, UNWIND_STOP_READ_FAILED);
+  }
   if (return_address == 0)
     return stop(trace, UNWIND_STOP_END_OF_STACK);
-  metric_increment(METRIC_UNWIND_NATIVE_FRAMES);
+  state->native_frames++;
   state->pc = return_address;
   state->sp = cfa;
   state->return_address = 1;
@@ -201,7 +211,7 @@ int unwind_native(struct bpf_perf_event_data *ctx)
       // follow the frame pointer, and let the host resolve the address.
       if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
         return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
-      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      state->fp_frames++;
       result = step_frame_pointer(trace, state);
     } else if (found) {
       __u64 file_id = state->mapping_file_id;
@@ -214,7 +224,7 @@ int unwind_native(struct bpf_perf_event_data *ctx)
         return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
       if (bpf_map_lookup_elem(&known_pids, &pid))
         report_process(EVENT_KIND_PROCESS_STALE, pid);
-      metric_increment(METRIC_UNWIND_FP_FALLBACK);
+      state->fp_frames++;
       result = step_frame_pointer(trace, state);
     }
     if (result == STEP_DONE)

@@ -109,6 +109,8 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->mapping_start = 0;
   state->mapping_end = 0;
   state->delta_file_id = 0;
+  state->native_frames = 0;
+  state->fp_frames = 0;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {
@@ -134,6 +136,8 @@ int unwind_stop(struct bpf_perf_event_data *ctx)
   struct trace_context tc;
   if (trace_context_get(&tc))
     return 0;
+  metric_add(METRIC_UNWIND_NATIVE_FRAMES, tc.state->native_frames);
+  metric_add(METRIC_UNWIND_FP_FALLBACK, tc.state->fp_frames);
   trace_send(tc.trace);
   return 0;
 }

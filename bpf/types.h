@@ -280,7 +280,10 @@ struct unwind_state {
   __u64 delta_lookup;
   __u16 delta_unwind_info;
   __u16 delta_addr_low;
-  __u8 pad2[4];
+  // Frames unwound each way in this trace, added to the metrics once when it ends (a map update per
+  // frame would cost more than the frame).
+  __u16 native_frames;
+  __u16 fp_frames;
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

@@ -54,6 +54,8 @@ interface ProcessState {
   syncedAt: number;
   /** The maps file could not be read (the process is gone). */
   gone: boolean;
+  /** The mappings are the parent's, copied at fork, not read from this process yet. */
+  inherited?: boolean;
 }
 
 /** Told when a process's mappings are known or gone (the native unwinder installs them in BPF). */
@@ -114,7 +116,12 @@ export class ProcessManager {
   onFork(parent: Pid, child: Pid): void {
     const state = this.#processes.get(parent);
     if (state && !state.gone) {
-      this.#processes.set(child, { mappings: state.mappings, syncedAt: state.syncedAt, gone: false });
+      this.#processes.set(child, {
+        mappings: state.mappings,
+        syncedAt: state.syncedAt,
+        gone: false,
+        inherited: true,
+      });
       this.#listener?.onMappings(child, state.mappings);
     } else {
       this.#sync(child);
@@ -153,7 +160,11 @@ export class ProcessManager {
   resolve(pid: Pid, address: Address): ResolvedAddress | null {
     let state = this.#processes.get(pid) ?? this.#sync(pid);
     let index = findMapping(state.mappings, address);
-    if (index < 0 && !state.gone && performance.now() - state.syncedAt >= this.#resyncIntervalMs) {
+    // A forked child that has exec'd runs code its parent never mapped: read it at once.
+    if (
+      index < 0 && !state.gone &&
+      (state.inherited || performance.now() - state.syncedAt >= this.#resyncIntervalMs)
+    ) {
       this.stats.resyncs++;
       state = this.#sync(pid);
       index = findMapping(state.mappings, address);

@@ -35,7 +35,7 @@ export interface RecorderProgress {
 
 // Often enough that a short-lived process's exec event is handled while it still runs; rarely enough
 // that the timer itself costs little.
-const DRAIN_INTERVAL_MS = 20;
+const DRAIN_INTERVAL_MS = 10;
 /** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
 const TRIE_ENTRY_BYTES = 72;
 

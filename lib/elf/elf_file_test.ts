@@ -2,14 +2,7 @@ import assert from "node:assert/strict";
 import { crc32 } from "node:zlib";
 import { ElfFile, ET_DYN, ET_REL, PT_LOAD, SHF_COMPRESSED, SHT_NOBITS } from "./elf_file.ts";
 import type { Address, FileOffset } from "../types.ts";
-
-const decoder = new TextDecoder();
-
-function run(cmd: string, ...args: string[]): string {
-  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
-}
+import { run } from "../testing/commands.ts";
 
 function missingTools(...tools: string[]): string[] {
   return tools.filter((tool) => {

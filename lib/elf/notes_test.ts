@@ -1,23 +1,7 @@
 import assert from "node:assert/strict";
 import { ElfFile, SHT_NOTE } from "./elf_file.ts";
 import { findGnuBuildId, parseDebugLink, parseNotes, toHex } from "./notes.ts";
-
-const decoder = new TextDecoder();
-
-function run(cmd: string, ...args: string[]): string {
-  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
-}
-
-function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-}
+import { hasTool, run } from "../testing/commands.ts";
 
 const ignore = !hasTool("readelf") || !hasTool("ldd");
 if (ignore) console.log("note tests are skipped: readelf or ldd is not installed");

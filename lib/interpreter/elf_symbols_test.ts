@@ -3,17 +3,9 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { findElfSymbols, readElfBytes, STT_FUNC, STT_OBJECT, STT_TLS } from "./elf_symbols.ts";
 import { findProcessLibraries } from "./process_libraries.ts";
 import { asPid } from "../types.ts";
+import { hasTool } from "../testing/commands.ts";
 
 const decoder = new TextDecoder();
-
-function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-}
 
 const libc = findProcessLibraries(asPid(Deno.pid)).libc;
 const ignore = !hasTool("readelf") || libc === null;

@@ -1,23 +1,7 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { fileCrc32, findDebugFile, underRoot } from "./debug_file.ts";
-
-const decoder = new TextDecoder();
-
-function run(cmd: string, ...args: string[]): string {
-  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
-}
-
-function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-}
+import { hasTool, run } from "../testing/commands.ts";
 
 const missing = ["gcc", "objcopy", "strip", "readelf"].filter((t) => !hasTool(t));
 if (missing.length > 0) console.log(`debug file tests are skipped: ${missing.join(", ")} not installed`);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { demangle } from "./demangle.ts";
+import { hasTool } from "../testing/commands.ts";
 
 const decoder = new TextDecoder();
 
@@ -12,15 +13,6 @@ async function exec(cmd: string, args: string[], stdin = ""): Promise<string> {
   ]);
   if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
   return decoder.decode(out.stdout);
-}
-
-function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
 }
 
 const cxxMissing = ["g++", "nm", "c++filt"].filter((t) => !hasTool(t));

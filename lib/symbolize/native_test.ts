@@ -2,23 +2,7 @@ import assert from "node:assert/strict";
 import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
 import { formatUnknownFrame, NativeSymbolizer } from "./native.ts";
 import type { Address, FileOffset } from "../types.ts";
-
-const decoder = new TextDecoder();
-
-function run(cmd: string, ...args: string[]): string {
-  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
-}
-
-function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-}
+import { hasTool, run } from "../testing/commands.ts";
 
 const missing = ["gcc", "g++", "objcopy", "strip", "readelf", "c++filt", "ldd"].filter((t) => !hasTool(t));
 if (missing.length > 0) {

@@ -8,14 +8,7 @@ import {
   runReadelf,
 } from "./testdata/readelf_frames.ts";
 import { buildElf, CfiWriter } from "./testdata/cfi_builder.ts";
-
-const decoder = new TextDecoder();
-
-function run(cmd: string, ...args: string[]): string {
-  const out = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).outputSync();
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${decoder.decode(out.stderr)}`);
-  return decoder.decode(out.stdout);
-}
+import { run } from "../testing/commands.ts";
 
 function missingTools(...tools: string[]): string[] {
   return tools.filter((tool) =>

@@ -20,6 +20,10 @@ struct mm_struct {
   unsigned long start_stack;
 };
 
+struct thread_struct {
+  unsigned long fsbase; // x86-64 thread pointer of user space (glibc's pthread_self())
+};
+
 struct task_struct {
   unsigned int flags;
   void *stack; // bottom of the kernel stack; user registers sit at its top
@@ -29,6 +33,7 @@ struct task_struct {
   struct task_struct *group_leader;
   struct signal_struct *signal;
   char comm[16];
+  struct thread_struct thread;
 };
 
 #pragma clang attribute pop

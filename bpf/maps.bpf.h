@@ -93,6 +93,21 @@ struct reported_files_map {
   __type(value, __u64);
 };
 
+// Preallocated (see above): read by the native unwinder on every interpreter mapping it enters.
+struct interpreter_offsets_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, INTERPRETER_OFFSETS_MAX_ENTRIES);
+  __type(key, __u64);
+  __type(value, struct interpreter_offsets);
+};
+
+struct python_procs_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, PYTHON_PROCS_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, struct python_proc_info);
+};
+
 struct reported_pids_map {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -149,6 +164,10 @@ extern struct known_pids_map known_pids SEC(".maps");
 extern struct loaded_files_map loaded_files SEC(".maps");
 // When a file was last asked for (rate limit).
 extern struct reported_files_map reported_files SEC(".maps");
+// File id -> where its interpreter loop is (files of interpreters only).
+extern struct interpreter_offsets_map interpreter_offsets SEC(".maps");
+// Pid -> what the Python unwinder needs of the process (CPython processes only).
+extern struct python_procs_map python_procs SEC(".maps");
 // When a process was last reported to the host (rate limit).
 extern struct reported_pids_map reported_pids SEC(".maps");
 

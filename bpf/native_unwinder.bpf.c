@@ -14,7 +14,8 @@
 // MAX_FRAME_UNWINDS in 32 runs, within the kernel's limit of 33 tail calls per sample; more frames a run
 // would need fewer tail calls but multiply the verifier's work (8 frames: ~3x the load time).
 #define FRAMES_PER_RUN 4
-#define MAX_RUNS ((MAX_FRAME_UNWINDS + FRAMES_PER_RUN - 1) / FRAMES_PER_RUN)
+// The unwind program sits in the top byte of bias_and_unwind_program.
+#define UNWIND_PROGRAM_SHIFT 56
 
 // x86-64 signal frame: after the handler returns into the trampoline, rsp points at the ucontext,
 // whose mcontext (struct sigcontext) starts 40 bytes in (uc_flags, uc_link, uc_stack).
@@ -22,6 +23,37 @@
 #define SIGCONTEXT_RBP 80
 #define SIGCONTEXT_RSP 120
 #define SIGCONTEXT_RIP 128
+
+// Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
+// entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
+// two compares and other files cost nothing.
+static __always_inline void cache_interpreter_ranges(struct unwind_state *state)
+{
+  state->mapping_interpreter = 0;
+  __u8 program = state->mapping_bias_and_unwind_program >> UNWIND_PROGRAM_SHIFT;
+  if (program == PROG_UNWIND_NATIVE || program >= PROG_UNWIND_COUNT)
+    return;
+  __u64 file_id = state->mapping_file_id;
+  struct interpreter_offsets *offsets = bpf_map_lookup_elem(&interpreter_offsets, &file_id);
+  if (!offsets)
+    return;
+  for (int i = 0; i < INTERPRETER_RANGES; i++) {
+    state->interpreter_lower[i] = offsets->lower[i];
+    state->interpreter_upper[i] = offsets->upper[i];
+  }
+  state->mapping_interpreter = offsets->program;
+}
+
+static __always_inline int in_interpreter(struct unwind_state *state, __u64 vaddr)
+{
+  // A return address may be just past the loop's last call: look at the call itself.
+  __u64 at = state->return_address ? vaddr - 1 : vaddr;
+  for (int i = 0; i < INTERPRETER_RANGES; i++) {
+    if (at >= state->interpreter_lower[i] && at < state->interpreter_upper[i])
+      return 1;
+  }
+  return 0;
+}
 
 enum step_result {
   STEP_CONTINUE = 0,
@@ -202,6 +234,7 @@ int unwind_native(struct bpf_perf_event_data *ctx)
         state->mapping_end = mapping->end;
         state->mapping_file_id = mapping->file_id;
         state->mapping_bias_and_unwind_program = mapping->bias_and_unwind_program;
+        cache_interpreter_ranges(state);
         found = 1;
       }
     }
@@ -216,6 +249,17 @@ int unwind_native(struct bpf_perf_event_data *ctx)
     } else if (found) {
       __u64 file_id = state->mapping_file_id;
       __u64 vaddr = state->pc - (state->mapping_bias_and_unwind_program & BIAS_MASK);
+      if (state->interpreter_done) {
+        state->interpreter_done = 0;
+      } else if (state->mapping_interpreter && in_interpreter(state, vaddr)) {
+        // The interpreter's unwinder emits the frames this interpreter loop runs, then hands back with
+        // interpreter_done set so that this native frame is unwound as usual.
+        if (state->tail_calls < MAX_TAIL_CALLS) {
+          state->tail_calls++;
+          bpf_tail_call(ctx, &progs, state->mapping_interpreter);
+        }
+        metric_increment(METRIC_TAIL_CALL_FAILED);
+      }
       if (push_frame(trace, file_id, vaddr, ra_flag))
         return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
       result = step_native(trace, state, file_id, vaddr);
@@ -231,7 +275,7 @@ int unwind_native(struct bpf_perf_event_data *ctx)
       return trace_finish(ctx, trace, trace->stop_reason);
   }
 
-  if (++state->tail_calls < MAX_RUNS)
+  if (state->tail_calls++ < MAX_TAIL_CALLS)
     bpf_tail_call(ctx, &progs, PROG_UNWIND_NATIVE);
   return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
 }

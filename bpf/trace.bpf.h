@@ -4,6 +4,11 @@
 
 #include "maps.bpf.h"
 
+// Tail calls the unwinders of one trace may make after the entry's call into the native unwinder: with
+// that call and the final one into the stop program, the kernel's limit of 33 per sample. At 4 native
+// frames a run this reaches MAX_FRAME_UNWINDS; interpreter frames spend calls too.
+#define MAX_TAIL_CALLS 31
+
 struct trace_context {
   struct trace *trace;
   struct unwind_state *state;

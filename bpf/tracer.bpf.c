@@ -111,6 +111,9 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->delta_file_id = 0;
   state->native_frames = 0;
   state->fp_frames = 0;
+  state->mapping_interpreter = 0;
+  state->interpreter_done = 0;
+  state->python_walk = PYTHON_WALK_NOT_STARTED;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {

@@ -106,7 +106,11 @@ enum metric_id {
   METRIC_UNWIND_SIGNAL_FRAMES = 17, // signal frames crossed
   METRIC_SELF_SKIPPED = 18,         // samples of the profiler itself, not recorded
   METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
-  METRIC_COUNT = 20,
+  METRIC_PYTHON_FRAMES = 20,        // Python frames recorded
+  METRIC_PYTHON_NO_PROC_INFO = 21,  // the eval loop ran in a process without a python_procs record
+  METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
+  METRIC_PYTHON_READ_FAILED = 23,   // interpreter memory could not be read: the Python walk stopped
+  METRIC_COUNT = 24,
 };
 
 enum limits {
@@ -138,6 +142,8 @@ enum stack_delta_constants {
   FILES_PER_BUCKET_MAX = 4096,
   KNOWN_PIDS_MAX_ENTRIES = 32768,
   LOADED_FILES_MAX_ENTRIES = 16384,
+  INTERPRETER_OFFSETS_MAX_ENTRIES = 4096,
+  PYTHON_PROCS_MAX_ENTRIES = 4096,
 };
 
 // Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
@@ -252,6 +258,59 @@ struct pid_page_mapping_info {
   __u64 end;
 };
 
+enum interpreter_constants {
+  INTERPRETER_RANGES = 2, // e.g. _PyEval_EvalFrameDefault and its gcc-split .cold part
+};
+
+// Where an interpreter's loop lies in one of its files (interpreter_offsets, keyed by file id): when the
+// native unwinder reaches an address in one of the ranges, it tail-calls `program` first.
+struct interpreter_offsets {
+  __u64 lower[INTERPRETER_RANGES]; // ELF virtual addresses; an unused range is [0, 0)
+  __u64 upper[INTERPRETER_RANGES];
+  __u8 program;                    // enum unwind_program
+  __u8 pad[7];
+};
+
+// Progress of the Python unwinder through one trace (unwind_state.python_walk).
+enum python_walk {
+  PYTHON_WALK_NOT_STARTED = 0, // the thread's current frame is not looked up yet
+  PYTHON_WALK_ACTIVE = 1,      // python_frame is the next frame to emit
+  PYTHON_WALK_DONE = 2,        // no more Python frames in this trace (none, the end, or a failed read)
+};
+
+enum python_proc_flag {
+  PYTHON_PROC_TLS_VALID = 0x1,
+  PYTHON_PROC_TSD_VALID = 0x2,
+};
+
+// _PyInterpreterFrame.owner of the shim frame the eval loop pushes on entry (3.12+).
+enum python_frame_owner {
+  PYTHON_FRAME_OWNED_BY_CSTACK = 3,
+};
+
+// Everything the BPF Python unwinder needs of one process (python_procs, keyed by pid). Offsets are in
+// bytes; 0xffff means "absent in this version". lib/interpreter/python/README.md explains each field.
+struct python_proc_info {
+  __s64 tls_tstate_offset;    // tstate = *(u64 *)(fsbase + tls_tstate_offset), if flags & TLS_VALID
+  __s32 tsd_key;              // the pthread key of _PyRuntime's autoTSSkey, if flags & TSD_VALID
+  __s16 tsd_offset;           // C library thread-specific data: tp + offset (+ key * multiplier)
+  __u8 tsd_multiplier;
+  __u8 tsd_indirect;
+  __u16 version;              // major << 8 | minor, e.g. 0x030c
+  __u8 frame_model;           // 0: PyFrameObject (3.8-3.10); 1: _PyInterpreterFrame (3.11+)
+  __u8 instruction_model;     // 0: f_lasti bytes; 1: f_lasti code units; 2: prev_instr; 3: instr_ptr
+  __u16 flags;                // enum python_proc_flag
+  __u16 tstate_frame;         // PyThreadState.frame / .cframe / .current_frame
+  __u16 cframe_current_frame; // _PyCFrame.current_frame (3.11-3.12), else 0xffff
+  __u16 frame_previous;       // f_back / previous
+  __u16 frame_code;           // f_code / f_executable
+  __u16 frame_instruction;    // f_lasti (int) / prev_instr / instr_ptr (pointer)
+  __u16 frame_owner;          // _PyInterpreterFrame.owner (char), 3.11+
+  __u16 frame_is_entry;       // _PyInterpreterFrame.is_entry (bool), 3.11 only
+  __u16 code_firstlineno;     // PyCodeObject.co_firstlineno (int)
+  __u16 code_code_adaptive;   // PyCodeObject.co_code_adaptive, 3.11+
+};
+
 // Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
 struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
@@ -284,6 +343,16 @@ struct unwind_state {
   // frame would cost more than the frame).
   __u16 native_frames;
   __u16 fp_frames;
+  // The interpreter loop ranges of the cached mapping's file (ELF virtual addresses), when its trie entry
+  // names an interpreter's unwind program; mapping_interpreter is 0 otherwise.
+  __u64 interpreter_lower[INTERPRETER_RANGES];
+  __u64 interpreter_upper[INTERPRETER_RANGES];
+  __u8 mapping_interpreter;  // enum unwind_program of the cached mapping's interpreter, or 0
+  // The interpreter unwinder has handled the frame at pc: unwind it natively now, without dispatching.
+  __u8 interpreter_done;
+  __u8 python_walk;          // enum python_walk
+  __u8 pad2[5];
+  __u64 python_frame;        // the next Python frame to emit (PyFrameObject or _PyInterpreterFrame)
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

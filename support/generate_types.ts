@@ -24,6 +24,8 @@ const SPEC = {
     "stack_delta_page_info",
     "pid_page_mapping_key",
     "pid_page_mapping_info",
+    "interpreter_offsets",
+    "python_proc_info",
   ],
   enums: [
     "frame_marker",
@@ -39,6 +41,9 @@ const SPEC = {
     "unwind_command",
     "unwind_opcode",
     "unwind_fp_opcode",
+    "interpreter_constants",
+    "python_proc_flag",
+    "python_frame_owner",
   ],
 };
 

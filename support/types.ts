@@ -107,6 +107,38 @@ export const pidPageMappingInfoLayout = {
   end: { offset: 24, size: 8 }, // __u64
 } as const;
 
+/** Layout of C `struct interpreter_offsets` (40 bytes). */
+export const interpreterOffsetsLayout = {
+  sizeof: 40,
+  lower: { offset: 0, size: 16, count: 2, elementSize: 8 }, // __u64[2]
+  upper: { offset: 16, size: 16, count: 2, elementSize: 8 }, // __u64[2]
+  program: { offset: 32, size: 1 }, // __u8
+  pad: { offset: 33, size: 7, count: 7, elementSize: 1 }, // __u8[7]
+} as const;
+
+/** Layout of C `struct python_proc_info` (40 bytes). */
+export const pythonProcInfoLayout = {
+  sizeof: 40,
+  tls_tstate_offset: { offset: 0, size: 8 }, // __s64
+  tsd_key: { offset: 8, size: 4 }, // __s32
+  tsd_offset: { offset: 12, size: 2 }, // __s16
+  tsd_multiplier: { offset: 14, size: 1 }, // __u8
+  tsd_indirect: { offset: 15, size: 1 }, // __u8
+  version: { offset: 16, size: 2 }, // __u16
+  frame_model: { offset: 18, size: 1 }, // __u8
+  instruction_model: { offset: 19, size: 1 }, // __u8
+  flags: { offset: 20, size: 2 }, // __u16
+  tstate_frame: { offset: 22, size: 2 }, // __u16
+  cframe_current_frame: { offset: 24, size: 2 }, // __u16
+  frame_previous: { offset: 26, size: 2 }, // __u16
+  frame_code: { offset: 28, size: 2 }, // __u16
+  frame_instruction: { offset: 30, size: 2 }, // __u16
+  frame_owner: { offset: 32, size: 2 }, // __u16
+  frame_is_entry: { offset: 34, size: 2 }, // __u16
+  code_firstlineno: { offset: 36, size: 2 }, // __u16
+  code_code_adaptive: { offset: 38, size: 2 }, // __u16
+} as const;
+
 /** Values of C `enum frame_marker`. */
 export const FrameMarker = {
   Unknown: 0,
@@ -210,7 +242,11 @@ export const MetricId = {
   UnwindSignalFrames: 17,
   SelfSkipped: 18,
   UnwindFilePending: 19,
-  Count: 20,
+  PythonFrames: 20,
+  PythonNoProcInfo: 21,
+  PythonNoThreadState: 22,
+  PythonReadFailed: 23,
+  Count: 24,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -250,6 +286,8 @@ export const StackDeltaConstants = {
   FilesPerBucketMax: 4096,
   KnownPidsMaxEntries: 32768,
   LoadedFilesMaxEntries: 16384,
+  InterpreterOffsetsMaxEntries: 4096,
+  PythonProcsMaxEntries: 4096,
 } as const;
 /** One value of {@linkcode StackDeltaConstants}. */
 export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];
@@ -281,7 +319,29 @@ export const UnwindFpOpcode = {
 /** One value of {@linkcode UnwindFpOpcode}. */
 export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode];
 
+/** Values of C `enum interpreter_constants`. */
+export const InterpreterConstants = {
+  Ranges: 2,
+} as const;
+/** One value of {@linkcode InterpreterConstants}. */
+export type InterpreterConstants = (typeof InterpreterConstants)[keyof typeof InterpreterConstants];
+
+/** Values of C `enum python_proc_flag`. */
+export const PythonProcFlag = {
+  TlsValid: 1,
+  TsdValid: 2,
+} as const;
+/** One value of {@linkcode PythonProcFlag}. */
+export type PythonProcFlag = (typeof PythonProcFlag)[keyof typeof PythonProcFlag];
+
+/** Values of C `enum python_frame_owner`. */
+export const PythonFrameOwner = {
+  Cstack: 3,
+} as const;
+/** One value of {@linkcode PythonFrameOwner}. */
+export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFrameOwner];
+
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 192,
+  tracer_config: 280,
 } as const;

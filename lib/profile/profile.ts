@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { FrameMarker } from "../../support/types.ts";
 
 /** What produced a frame: the kernel, native machine code, or an interpreter/JIT runtime. */
 export type FrameKind =
@@ -29,6 +30,24 @@ export type FrameKind =
   | "dotnet"
   | "unknown"
   | "error";
+
+const KIND_OF_MARKER = new Map<number, FrameKind>([
+  [FrameMarker.Kernel, "kernel"],
+  [FrameMarker.Native, "native"],
+  [FrameMarker.Python, "python"],
+  [FrameMarker.Php, "php"],
+  [FrameMarker.Phpjit, "phpjit"],
+  [FrameMarker.Hotspot, "hotspot"],
+  [FrameMarker.Ruby, "ruby"],
+  [FrameMarker.Perl, "perl"],
+  [FrameMarker.V8, "v8"],
+  [FrameMarker.Dotnet, "dotnet"],
+]);
+
+/** The kind of a frame the BPF unwinders marked with `marker` (a FrameMarker value). */
+export function frameKindOf(marker: number): FrameKind {
+  return KIND_OF_MARKER.get(marker) ?? "unknown";
+}
 
 /** One executable, library or kernel image that locations point into. */
 export interface ProfileMapping {

@@ -12,18 +12,17 @@
  *
  * @module
  */
-import type {
-  FrameKind,
-  Profile,
-  ProfileLocation,
-  ProfileMapping,
-  ProfileSample,
+import {
+  frameKindOf,
+  type Profile,
+  type ProfileLocation,
+  type ProfileMapping,
+  type ProfileSample,
 } from "../profile/profile.ts";
 import type { MappedFile } from "../process/process_manager.ts";
 import { KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
 import type { Address, FileOffset, KernelAddress } from "../types.ts";
-import { FrameMarker } from "../../support/types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 
 /** Session facts that go into the profile as they are. */
@@ -42,19 +41,6 @@ export interface Symbolizers {
 
 /** x86-64 user space ends at 2^47. */
 const USER_SPACE_END = 0x800000000000;
-
-const KIND_OF_MARKER = new Map<number, FrameKind>([
-  [FrameMarker.Kernel, "kernel"],
-  [FrameMarker.Native, "native"],
-  [FrameMarker.Python, "python"],
-  [FrameMarker.Php, "php"],
-  [FrameMarker.Phpjit, "phpjit"],
-  [FrameMarker.Hotspot, "hotspot"],
-  [FrameMarker.Ruby, "ruby"],
-  [FrameMarker.Perl, "perl"],
-  [FrameMarker.V8, "v8"],
-  [FrameMarker.Dotnet, "dotnet"],
-]);
 
 /** Builds and symbolizes the profile. */
 export function buildProfile(
@@ -94,6 +80,17 @@ class Builder {
     // and line, even when the call is the last instruction of a function.
     const lookup = frame.returnAddress ? frame.address - 1 : frame.address;
     const file = frame.file;
+    const symbol = frame.symbol;
+    if (symbol) {
+      const key = `i${symbol.kind}\0${symbol.functionName}\0${symbol.sourceFile}\0${symbol.line}`;
+      let index = this.#locationIndex.get(key);
+      if (index === undefined) {
+        index = this.locations.length;
+        this.locations.push({ ...symbol, mapping: -1, address: 0 });
+        this.#locationIndex.set(key, index);
+      }
+      return index;
+    }
     const key = frame.addressKind === "kernel"
       ? `k${lookup}`
       : file
@@ -113,7 +110,7 @@ class Builder {
   }
 
   #symbolize(frame: StackFrame, lookup: number): ProfileLocation {
-    const kind = KIND_OF_MARKER.get(frame.kind) ?? "unknown";
+    const kind = frameKindOf(frame.kind);
     if (frame.addressKind === "kernel") return this.#kernelLocation(lookup as KernelAddress);
     const file = frame.file;
     if (!file) {

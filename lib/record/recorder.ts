@@ -14,7 +14,7 @@
  * @module
  */
 import type { Profile } from "../profile/profile.ts";
-import { ProcessManager } from "../process/process_manager.ts";
+import { type ProcessListener, ProcessManager } from "../process/process_manager.ts";
 import { KernelSymbols } from "../symbolize/kallsyms.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
 import type { Pid } from "../types.ts";
@@ -22,6 +22,9 @@ import { buildProfile } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
 import { NativeUnwinding } from "../unwind/native_unwinding.ts";
+import { BpfEbpfHandler } from "../interpreter/bpf_ebpf_handler.ts";
+import { InterpreterManager } from "../interpreter/interpreter_manager.ts";
+import { UnwindProgram } from "../../support/types.ts";
 
 /** A snapshot while recording. */
 export interface RecorderProgress {
@@ -44,6 +47,7 @@ export class Recorder {
   readonly tracer: Tracer;
   readonly processes: ProcessManager;
   readonly unwinding: NativeUnwinding;
+  readonly interpreters: InterpreterManager;
   #table: StackTable;
   #drainTimer: ReturnType<typeof setInterval>;
   #started = performance.now();
@@ -58,11 +62,13 @@ export class Recorder {
     tracer: Tracer,
     processes: ProcessManager,
     unwinding: NativeUnwinding,
+    interpreters: InterpreterManager,
     setupStart: number,
   ) {
     this.tracer = tracer;
     this.processes = processes;
     this.unwinding = unwinding;
+    this.interpreters = interpreters;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
     this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
@@ -72,13 +78,19 @@ export class Recorder {
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
     const tracer = Tracer.start(options);
-    const unwinding = new NativeUnwinding(tracer.object);
-    const processes = new ProcessManager({ listener: unwinding });
+    let interpreters: InterpreterManager | null = null;
+    const unwinding = new NativeUnwinding(
+      tracer.object,
+      (file) => interpreters?.unwindProgramOf(file) ?? UnwindProgram.Native,
+    );
+    const ebpf = new BpfEbpfHandler(tracer.object, (fileId) => interpreters?.bpfFileIdOf(fileId));
+    interpreters = new InterpreterManager(ebpf, unwinding);
+    const processes = new ProcessManager({ listener: sessionListener(unwinding, interpreters) });
     // Nearly every process maps the C library and the dynamic loader: having their tables ready means
     // the first samples of a new process unwind completely.
     processes.preload((path) => /\/(libc\.so\.6|ld-linux-x86-64\.so\.2)$/.test(path));
     for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
-    const recorder = new Recorder(tracer, processes, unwinding, setupStart);
+    const recorder = new Recorder(tracer, processes, unwinding, interpreters, setupStart);
     for (const pid of options.pids ?? []) processes.onExec(pid as Pid);
     return recorder;
   }
@@ -154,7 +166,7 @@ export class Recorder {
   }
 
   #newTable(): StackTable {
-    return new StackTable(this.processes, this.unwinding);
+    return new StackTable(this.processes, this.unwinding, this.interpreters);
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */
@@ -169,6 +181,7 @@ export class Recorder {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#drainTimer);
+    this.interpreters.close();
     this.tracer.close();
     this.processes.close();
     this.#native.close();
@@ -177,4 +190,26 @@ export class Recorder {
   [Symbol.dispose](): void {
     this.close();
   }
+}
+
+/**
+ * What happens when a process's mappings are read: runtimes claim their files first (so the trie entries
+ * of an interpreter's file name its unwinder), then the native unwinder installs the mappings, then the
+ * runtimes attach to the process.
+ */
+function sessionListener(unwinding: NativeUnwinding, interpreters: InterpreterManager): ProcessListener {
+  return {
+    onMappings(pid, mappings) {
+      interpreters.prepare(mappings);
+      unwinding.onMappings(pid, mappings);
+      interpreters.onMappings(pid, mappings);
+    },
+    onExit(pid) {
+      interpreters.onExit(pid);
+      unwinding.onExit(pid);
+    },
+    onPreload(file) {
+      unwinding.onPreload(file);
+    },
+  };
 }

@@ -19,6 +19,12 @@ import type { MappedFile, ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import {
+  type InterpreterFrame,
+  type SymbolizedFrame,
+  UNKNOWN_SOURCE_FILE,
+} from "../interpreter/interpreter.ts";
+import { frameKindOf } from "../profile/profile.ts";
+import {
   COMM_LENGTH,
   FRAME_ADDRESS,
   FRAME_FILE_ID,
@@ -46,7 +52,9 @@ export type AddressKind =
   /** an offset into `file` (resolved on the host from the process's mappings) */
   | "offset"
   /** a process address that no known mapping holds */
-  | "absolute";
+  | "absolute"
+  /** an interpreter frame, already named (`symbol`); `address` is the frame's raw addr_or_line */
+  | "interpreter";
 
 /** One frame of a stored stack, with user addresses already resolved. */
 export interface StackFrame {
@@ -60,6 +68,8 @@ export interface StackFrame {
   readonly file: MappedFile | null;
   /** The unwinder found a signal trampoline here. */
   readonly signalTrampoline?: boolean;
+  /** An interpreter frame's name, file and line, read from the process when the stack was first seen. */
+  readonly symbol?: SymbolizedFrame;
 }
 
 /** A distinct stack of one thread and how often it was sampled. */
@@ -89,6 +99,20 @@ export interface FileRegistry {
 
 const NO_FILES: FileRegistry = { fileById: () => undefined, onFileNeeded: () => {} };
 
+/** Names interpreter frames while their process lives (the interpreter plug-ins). */
+export interface InterpreterFrames {
+  symbolize(pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null;
+}
+
+const NO_INTERPRETERS: InterpreterFrames = { symbolize: () => null };
+
+/** What an interpreter frame reads as when its process could not name it. */
+const UNKNOWN_INTERPRETER_FRAME = {
+  functionName: UNKNOWN_SOURCE_FILE,
+  sourceFile: UNKNOWN_SOURCE_FILE,
+  line: 0,
+} as const;
+
 const KEY_START = RECORD_PID;
 /** High half of 2^47, where x86-64 user space ends. */
 const USER_SPACE_HIGH = 0x8000;
@@ -99,6 +123,7 @@ export class StackTable implements RecordSink {
   #processes: ProcessManager;
   #fileById: (id: number) => MappedFile | undefined;
   #onFileNeeded: (id: number) => void;
+  #interpreters: InterpreterFrames;
   #buckets = new Map<number, Entry>();
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
@@ -110,10 +135,15 @@ export class StackTable implements RecordSink {
 
   /**
    * `files` names the files behind the file ids of frames unwound in BPF, and loads a file's unwind
-   * tables when BPF asks for them.
+   * tables when BPF asks for them; `interpreters` names the frames of interpreter unwinders.
    */
-  constructor(processes: ProcessManager, files: FileRegistry = NO_FILES) {
+  constructor(
+    processes: ProcessManager,
+    files: FileRegistry = NO_FILES,
+    interpreters: InterpreterFrames = NO_INTERPRETERS,
+  ) {
     this.#processes = processes;
+    this.#interpreters = interpreters;
     this.#fileById = (id) => files.fileById(id);
     this.#onFileNeeded = (id) => files.onFileNeeded(id);
   }
@@ -215,6 +245,24 @@ export class StackTable implements RecordSink {
         // Kernel text is in the top 2 GiB: the low half identifies it (see KernelAddress).
         const address = (high === 0xffffffff ? low : 0) as KernelAddress;
         frames.push({ kind, returnAddress, addressKind: "kernel", address, file: null });
+        continue;
+      }
+      if (kind !== FrameMarker.Native) {
+        // An interpreter frame: what file_id and addr_or_line hold is the runtime's; its instance reads
+        // the names from the process now, while it lives.
+        const fileId = view.getUint32(at + FRAME_FILE_ID + 4, true) * 0x100000000 +
+          view.getUint32(at + FRAME_FILE_ID, true);
+        const addrOrLine = high * 0x100000000 + low;
+        const symbol = this.#interpreters.symbolize(pid, { kind, fileId, addrOrLine }) ??
+          { kind: frameKindOf(kind), ...UNKNOWN_INTERPRETER_FRAME };
+        frames.push({
+          kind,
+          returnAddress: false,
+          addressKind: "interpreter",
+          address: addrOrLine,
+          file: null,
+          symbol,
+        });
         continue;
       }
       // Above user space (a frame-pointer walk that read garbage): not a code address; keep it exact

@@ -124,6 +124,7 @@ export class Tracer {
       const progs = object.map("progs");
       progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));
       progs.update(u32Key(UnwindProgram.Stop), u32Key(object.program("unwind_stop").fd));
+      progs.update(u32Key(UnwindProgram.Python), u32Key(object.program("unwind_python").fd));
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {

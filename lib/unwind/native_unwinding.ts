@@ -78,11 +78,27 @@ export class NativeUnwinding implements ProcessListener {
   #filesFailed = 0;
   #loadMs = 0;
 
-  constructor(object: BpfObject) {
+  #unwindProgramOf: (file: MappedFile) => number;
+
+  /**
+   * `unwindProgramOf` names the unwinder for a file's code (`UnwindProgram.Native` unless an interpreter
+   * claimed the file): it goes into the file's trie entries, and the native unwinder checks the
+   * interpreter's loop ranges only in files whose entries name another program.
+   */
+  constructor(object: BpfObject, unwindProgramOf: (file: MappedFile) => number = () => UnwindProgram.Native) {
+    this.#unwindProgramOf = unwindProgramOf;
     this.#deltaMaps = new StackDeltaMaps(object);
     this.#trie = new PidPageMappings(object.map("pid_page_to_mapping_info"));
     this.#knownPids = object.map("known_pids");
     this.#loadedFiles = object.map("loaded_files");
+  }
+
+  /**
+   * The id BPF knows `file` by (registering it on first use), or null when the file cannot be opened.
+   * Interpreter plug-ins key their per-file BPF data by it.
+   */
+  idOf(file: MappedFile): number | null {
+    return file.kind === "anonymous" ? null : this.#register(file)?.id ?? null;
   }
 
   /** The file behind a file id found in a trace. */
@@ -117,11 +133,13 @@ export class NativeUnwinding implements ProcessListener {
     for (const { mapping, loaded } of pending) {
       let fileId = 0;
       let bias = 0;
+      let program: number = UnwindProgram.Native;
       if (loaded && loaded.segments.length > 0) {
         const segmentBias = mappingBias(mapping, loaded.segments);
         if (segmentBias !== null && segmentBias >= 0) {
           fileId = loaded.id;
           bias = segmentBias;
+          program = this.#unwindProgramOf(loaded.file);
         }
       }
       try {
@@ -131,7 +149,7 @@ export class NativeUnwinding implements ProcessListener {
           mapping.end,
           fileId,
           bias,
-          UnwindProgram.Native,
+          program,
         );
         next.push({ prefixes, file: loaded });
       } catch (error) {

@@ -43,6 +43,29 @@ export class PidPageMappings {
     unwindProgram: number,
   ): Prefix[] {
     const prefixes = prefixesForRange(start, end, ADDRESS_BITS);
+    this.#setValue(start, end, fileId, bias, unwindProgram);
+    for (const prefix of prefixes) {
+      this.#setKey(pid, prefix);
+      this.#map.update(this.#key, this.#value);
+      this.entries++;
+    }
+    return prefixes;
+  }
+
+  /**
+   * Maps the addresses of one prefix of `pid` (e.g. a runtime's JIT area) to `fileId` with `bias` and
+   * `unwindProgram`; undo with {@linkcode remove}.
+   */
+  installPrefix(pid: Pid, prefix: Prefix, fileId: number, bias: number, unwindProgram: number): void {
+    const start = prefix.value;
+    const end = start + 2 ** (ADDRESS_BITS - prefix.length);
+    this.#setValue(start, end, fileId, bias, unwindProgram);
+    this.#setKey(pid, prefix);
+    this.#map.update(this.#key, this.#value);
+    this.entries++;
+  }
+
+  #setValue(start: number, end: number, fileId: number, bias: number, unwindProgram: number): void {
     writeU64(this.#valueView, pidPageMappingInfoLayout.file_id.offset, fileId);
     this.#value.set(
       encodeBiasAndUnwindProgram(bias, unwindProgram),
@@ -50,12 +73,6 @@ export class PidPageMappings {
     );
     writeU64(this.#valueView, pidPageMappingInfoLayout.start.offset, start);
     writeU64(this.#valueView, pidPageMappingInfoLayout.end.offset, end);
-    for (const prefix of prefixes) {
-      this.#setKey(pid, prefix);
-      this.#map.update(this.#key, this.#value);
-      this.entries++;
-    }
-    return prefixes;
   }
 
   /** Removes prefixes installed for `pid`. */

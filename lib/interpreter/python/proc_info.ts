@@ -1,9 +1,8 @@
 /**
- * The per-process record the BPF Python unwinder reads (`struct python_proc_info`, proposed in
- * README.md beside this file): how to find the current thread's `PyThreadState` from its thread pointer,
- * and the struct offsets needed to walk its frames. Encoded against a layout object of the same shape as
- * the layouts build.ts generates from BTF (support/types.ts), so that once the struct is in bpf/types.h
- * the generated layout replaces {@linkcode PYTHON_PROC_INFO_LAYOUT} and drift fails loudly.
+ * The per-process record the BPF Python unwinder reads (`struct python_proc_info` in bpf/types.h): how
+ * to find the current thread's `PyThreadState` from its thread pointer, and the struct offsets needed to
+ * walk its frames. Encoded against the layout build.ts generates from the BPF object's BTF
+ * (support/types.ts), so the C struct is the only definition.
  *
  * @example
  * ```ts ignore
@@ -13,6 +12,7 @@
  *
  * @module
  */
+import { pythonProcInfoLayout } from "../../../support/types.ts";
 import type { InstructionModel } from "./offsets.ts";
 
 /** The record's contents. Absent offsets are null. */
@@ -74,28 +74,8 @@ export interface PythonProcInfoLayout {
   readonly code_code_adaptive: FieldLayout;
 }
 
-/** The layout of the struct proposed in README.md (40 bytes). */
-export const PYTHON_PROC_INFO_LAYOUT: PythonProcInfoLayout = {
-  sizeof: 40,
-  tls_tstate_offset: { offset: 0, size: 8 }, // __s64
-  tsd_key: { offset: 8, size: 4 }, // __s32
-  tsd_offset: { offset: 12, size: 2 }, // __s16
-  tsd_multiplier: { offset: 14, size: 1 }, // __u8
-  tsd_indirect: { offset: 15, size: 1 }, // __u8
-  version: { offset: 16, size: 2 }, // __u16
-  frame_model: { offset: 18, size: 1 }, // __u8
-  instruction_model: { offset: 19, size: 1 }, // __u8
-  flags: { offset: 20, size: 2 }, // __u16
-  tstate_frame: { offset: 22, size: 2 }, // __u16
-  cframe_current_frame: { offset: 24, size: 2 }, // __u16
-  frame_previous: { offset: 26, size: 2 }, // __u16
-  frame_code: { offset: 28, size: 2 }, // __u16
-  frame_instruction: { offset: 30, size: 2 }, // __u16
-  frame_owner: { offset: 32, size: 2 }, // __u16
-  frame_is_entry: { offset: 34, size: 2 }, // __u16
-  code_firstlineno: { offset: 36, size: 2 }, // __u16
-  code_code_adaptive: { offset: 38, size: 2 }, // __u16
-};
+/** The layout of `struct python_proc_info` in bpf/types.h, generated from the BPF object's BTF. */
+export const PYTHON_PROC_INFO_LAYOUT: PythonProcInfoLayout = pythonProcInfoLayout;
 
 /** `python_proc_info.flags` bits. */
 export const PythonProcFlag = {

@@ -1,0 +1,212 @@
+// The CPython unwinder. The native unwinder tail-calls it when it reaches a frame of the interpreter
+// loop (_PyEval_EvalFrameDefault); it records the Python frames that this C call of the loop runs,
+// innermost first, and hands back to the native unwinder, which then unwinds the loop's own native
+// frame. So one trace holds kernel, native and Python frames in their true order.
+//
+// What the host provides and why each step is right for each CPython version (3.8-3.13) is in
+// lib/interpreter/python/README.md; PythonInstance.walk() there performs the same walk on the host.
+// A frame is recorded as the code object's address (file_id) and the first-line stamp and instruction
+// offset (addr_or_line); the host turns them into function, file and line while the process lives.
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+#include "kernel.bpf.h"
+#include "stack_deltas.bpf.h"
+#include "trace.bpf.h"
+
+// Python frames per program run; a C call of the 3.11+ loop that runs more (Python-to-Python calls are
+// inlined) continues in another run.
+#define PYTHON_FRAMES_PER_RUN 12
+#define ABSENT_OFFSET 0xffff
+#define FIRST_LINE_STAMP_MASK 0x1fffff
+
+enum python_step {
+  PYTHON_STEP_MORE = 0,      // this C call runs more Python frames
+  PYTHON_STEP_CALL_DONE = 1, // this C call's frames are recorded
+  PYTHON_STEP_WALK_DONE = 2, // no Python frames left in the trace (the end, a read failed, no room)
+};
+
+static __always_inline int read_u64(__u64 address, __u64 *out)
+{
+  return bpf_probe_read_user(out, sizeof(*out), (void *)address);
+}
+
+// The current thread's PyThreadState, or 0. TSD first: CPython keeps it there for the thread's whole
+// life; the TLS variable of 3.12+ is cleared while the thread waits for the GIL.
+static __always_inline __u64 thread_state(const struct python_proc_info *info)
+{
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  __u64 tstate = 0;
+  if (fsbase == 0)
+    return 0;
+  if (info->flags & PYTHON_PROC_TSD_VALID) {
+    __u64 slot = fsbase + info->tsd_offset;
+    if (info->tsd_indirect && read_u64(slot, &slot))
+      slot = 0;
+    if (slot && read_u64(slot + (__s64)info->tsd_key * info->tsd_multiplier, &tstate))
+      tstate = 0;
+  }
+  if (tstate == 0 && (info->flags & PYTHON_PROC_TLS_VALID) &&
+      read_u64(fsbase + info->tls_tstate_offset, &tstate))
+    tstate = 0;
+  return tstate;
+}
+
+// The frame the thread runs now: tstate->frame (3.8-3.10), tstate->cframe->current_frame (3.11-3.12),
+// tstate->current_frame (3.13).
+static __always_inline __u64 current_frame(const struct python_proc_info *info, __u64 tstate)
+{
+  __u64 frame = 0;
+  if (read_u64(tstate + info->tstate_frame, &frame))
+    return 0;
+  if (frame && info->cframe_current_frame != ABSENT_OFFSET &&
+      read_u64(frame + info->cframe_current_frame, &frame))
+    return 0;
+  return frame;
+}
+
+// Records the frame at `frame`: 0, -1 when its memory could not be read, -2 when the trace is full.
+static __always_inline int push_python_frame(struct trace *trace, const struct python_proc_info *info,
+                                             __u64 frame)
+{
+  __u64 code;
+  if (read_u64(frame + info->frame_code, &code) || code == 0)
+    return -1;
+  __s64 offset;
+  if (info->instruction_model <= 1) {
+    __s32 lasti;
+    if (bpf_probe_read_user(&lasti, sizeof(lasti), (void *)(frame + info->frame_instruction)))
+      return -1;
+    // 3.10 counts code units of 2 bytes.
+    offset = info->instruction_model == 1 ? (__s64)lasti * 2 : lasti;
+  } else {
+    __u64 instruction;
+    if (read_u64(frame + info->frame_instruction, &instruction))
+      return -1;
+    __u16 adaptive = info->code_code_adaptive == ABSENT_OFFSET ? 0 : info->code_code_adaptive;
+    offset = (__s64)(instruction - (code + adaptive));
+  }
+  __s32 first_line;
+  if (bpf_probe_read_user(&first_line, sizeof(first_line), (void *)(code + info->code_firstlineno)))
+    return -1;
+
+  __u32 n = trace->num_frames;
+  if (n >= MAX_FRAMES || n - trace->kernel_frames >= MAX_FRAME_UNWINDS)
+    return -2;
+  struct frame *f = &trace->frames[n];
+  f->file_id = code;
+  // The stamp lets the host notice a freed code object whose address was reused.
+  f->addr_or_line = ((__u64)(first_line & FIRST_LINE_STAMP_MASK) << 32) | (__u32)offset;
+  f->kind = FRAME_MARKER_PYTHON;
+  f->flags = 0;
+  trace->num_frames = n + 1;
+  return 0;
+}
+
+// Records the frame at the cursor and moves the cursor on.
+static __always_inline int python_step(struct trace *trace, struct unwind_state *state,
+                                       const struct python_proc_info *info)
+{
+  __u64 frame = state->python_frame;
+  if (frame == 0)
+    return PYTHON_STEP_WALK_DONE;
+  __u64 previous;
+  if (read_u64(frame + info->frame_previous, &previous))
+    goto failed;
+  if (info->frame_model == 0) {
+    // 3.8-3.10: one C call of the loop runs exactly one PyFrameObject.
+    int pushed = push_python_frame(trace, info, frame);
+    if (pushed == -2)
+      return PYTHON_STEP_WALK_DONE;
+    if (pushed)
+      goto failed;
+    state->python_frame = previous;
+    return PYTHON_STEP_CALL_DONE;
+  }
+  if (info->frame_owner != ABSENT_OFFSET) {
+    __u8 owner;
+    if (bpf_probe_read_user(&owner, sizeof(owner), (void *)(frame + info->frame_owner)))
+      goto failed;
+    if (owner == PYTHON_FRAME_OWNED_BY_CSTACK) {
+      // 3.12+: the shim frame the loop pushes on entry ends this C call's frames.
+      state->python_frame = previous;
+      return PYTHON_STEP_CALL_DONE;
+    }
+  }
+  __u8 entry = 0;
+  if (info->frame_is_entry != ABSENT_OFFSET &&
+      bpf_probe_read_user(&entry, sizeof(entry), (void *)(frame + info->frame_is_entry)))
+    goto failed;
+  int pushed = push_python_frame(trace, info, frame);
+  if (pushed == -2)
+    return PYTHON_STEP_WALK_DONE;
+  if (pushed)
+    goto failed;
+  state->python_frame = previous;
+  // 3.11 marks the first frame a C call ran with is_entry.
+  return entry || previous == 0 ? PYTHON_STEP_CALL_DONE : PYTHON_STEP_MORE;
+
+failed:
+  metric_increment(METRIC_PYTHON_READ_FAILED);
+  return PYTHON_STEP_WALK_DONE;
+}
+
+SEC("perf_event")
+int unwind_python(struct bpf_perf_event_data *ctx)
+{
+  struct trace_context tc;
+  if (trace_context_get(&tc))
+    return 0;
+  struct trace *trace = tc.trace;
+  struct unwind_state *state = tc.state;
+  __u32 pid = trace->hdr.pid;
+  // Whatever happens here, the native unwinder takes the loop's own frame next.
+  state->interpreter_done = 1;
+
+  struct python_proc_info *info = bpf_map_lookup_elem(&python_procs, &pid);
+  if (!info) {
+    metric_increment(METRIC_PYTHON_NO_PROC_INFO);
+    state->python_walk = PYTHON_WALK_DONE;
+  }
+  if (info && state->python_walk == PYTHON_WALK_NOT_STARTED) {
+    state->python_walk = PYTHON_WALK_DONE;
+    __u64 tstate = thread_state(info);
+    if (tstate == 0) {
+      metric_increment(METRIC_PYTHON_NO_THREAD_STATE);
+      // The record was written before the runtime created its thread-state key: ask the host to read
+      // the process again, which republishes it.
+      if (!(info->flags & (PYTHON_PROC_TSD_VALID | PYTHON_PROC_TLS_VALID)))
+        report_process(EVENT_KIND_PROCESS_STALE, pid);
+    } else {
+      state->python_frame = current_frame(info, tstate);
+      if (state->python_frame)
+        state->python_walk = PYTHON_WALK_ACTIVE;
+    }
+  }
+  if (info && state->python_walk == PYTHON_WALK_ACTIVE) {
+    int result = PYTHON_STEP_MORE;
+    __u16 pushed = 0;
+    for (int i = 0; i < PYTHON_FRAMES_PER_RUN && result == PYTHON_STEP_MORE; i++) {
+      __u32 before = trace->num_frames;
+      result = python_step(trace, state, info);
+      pushed += trace->num_frames - before;
+    }
+    metric_add(METRIC_PYTHON_FRAMES, pushed);
+    if (result == PYTHON_STEP_WALK_DONE)
+      state->python_walk = PYTHON_WALK_DONE;
+    if (result == PYTHON_STEP_MORE && state->tail_calls < MAX_TAIL_CALLS) {
+      // More frames of this C call than one run takes: go on in a fresh run.
+      state->tail_calls++;
+      bpf_tail_call(ctx, &progs, PROG_UNWIND_PYTHON);
+    }
+  }
+
+  if (state->tail_calls >= MAX_TAIL_CALLS)
+    return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
+  state->tail_calls++;
+  bpf_tail_call(ctx, &progs, PROG_UNWIND_NATIVE);
+  return trace_finish(ctx, trace, UNWIND_STOP_TAIL_CALL_FAILED);
+}

@@ -168,7 +168,10 @@ int unwind_python(struct bpf_perf_event_data *ctx)
 
   struct python_proc_info *info = bpf_map_lookup_elem(&python_procs, &pid);
   if (!info) {
+    // The host claimed the file but could not attach to the process yet (caught too early at exec):
+    // reading the process again retries.
     metric_increment(METRIC_PYTHON_NO_PROC_INFO);
+    report_process(EVENT_KIND_PROCESS_STALE, pid);
     state->python_walk = PYTHON_WALK_DONE;
   }
   if (info && state->python_walk == PYTHON_WALK_NOT_STARTED) {

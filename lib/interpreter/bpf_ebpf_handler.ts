@@ -74,7 +74,6 @@ export class BpfEbpfHandler implements EbpfHandler {
     this.#trie.remove(pid, [prefix]);
   }
 
-  /** Forgets the loop ranges of a file no process maps any more. */
   deleteInterpreterOffsets(fileId: FileId): void {
     const id = this.#bpfFileIdOf(fileId);
     if (id !== undefined) this.#offsets.delete(fileKey(id));

@@ -96,6 +96,8 @@ export interface EbpfHandler {
    * the `interpreter_offsets` map.
    */
   updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void;
+  /** Removes what {@linkcode updateInterpreterOffsets} stored for `fileId`. */
+  deleteInterpreterOffsets(fileId: FileId): void;
   /** Stores the runtime's per-process record (a C struct the runtime's BPF program reads) for `pid`. */
   updateProcData(type: InterpreterType, pid: Pid, data: Uint8Array): void;
   /** Removes the per-process record of `pid`. */

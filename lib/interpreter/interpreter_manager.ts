@@ -108,6 +108,7 @@ export class InterpreterManager {
         ebpf.updateInterpreterOffsets(program, fileId, ranges);
         programs.set(fileId, program);
       },
+      deleteInterpreterOffsets: (fileId: FileId) => ebpf.deleteInterpreterOffsets(fileId),
       updateProcData: (type: InterpreterType, pid: Pid, data: Uint8Array) =>
         ebpf.updateProcData(type, pid, data),
       deleteProcData: (type: InterpreterType, pid: Pid) => ebpf.deleteProcData(type, pid),
@@ -144,8 +145,16 @@ export class InterpreterManager {
   /** Offers the files of `mappings` not seen before to every loader. Call before the trie is installed. */
   prepare(mappings: readonly ResolvedMapping[]): void {
     for (const { file } of mappings) {
-      if (file.kind !== "file" || this.#files.has(file.key)) continue;
-      this.#files.set(file.key, this.#claim(file));
+      if (file.kind !== "file") continue;
+      const known = this.#files.get(file.key);
+      if (known === undefined) {
+        this.#files.set(file.key, this.#claim(file));
+      } else if (known !== null && this.#ids.idOf(file) !== this.#bpfIds.get(known.fileId)) {
+        // The native unwinder forgot the file when the last process mapping it exited, and now knows it
+        // by a new id: declare the loop again under that id.
+        this.#ebpf.deleteInterpreterOffsets(known.fileId);
+        this.#files.set(file.key, this.#claim(file));
+      }
     }
   }
 

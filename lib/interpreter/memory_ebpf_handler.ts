@@ -44,6 +44,10 @@ export class MemoryEbpfHandler implements EbpfHandler {
     this.interpreterOffsets.set(fileId, { program, ranges: ranges.map((r) => ({ ...r })) });
   }
 
+  deleteInterpreterOffsets(fileId: FileId): void {
+    this.interpreterOffsets.delete(fileId);
+  }
+
   updateProcData(type: InterpreterType, pid: Pid, data: Uint8Array): void {
     this.procData.set(`${type}:${pid}`, data.slice());
   }

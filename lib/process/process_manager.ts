@@ -189,6 +189,17 @@ export class ProcessManager {
   }
 
   /**
+   * Reads `pid` now and hands every file it maps to the listener to prepare: for processes the user
+   * named, whose first samples should unwind completely.
+   */
+  preloadProcess(pid: Pid): void {
+    const state = this.#sync(pid);
+    for (const mapping of state.mappings) {
+      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file);
+    }
+  }
+
+  /**
    * Hands the file at `path` to the listener before any process maps it (the command `record` is about
    * to start). Ignored when the file cannot be read.
    */

@@ -77,7 +77,7 @@ export class Recorder {
   /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
-    const tracer = Tracer.start(options);
+    const tracer = Tracer.start({ ...options, paused: true });
     let interpreters: InterpreterManager | null = null;
     const unwinding = new NativeUnwinding(
       tracer.object,
@@ -91,7 +91,14 @@ export class Recorder {
     processes.preload((path) => /\/(libc\.so\.6|ld-linux-x86-64\.so\.2)$/.test(path));
     for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
     const recorder = new Recorder(tracer, processes, unwinding, interpreters, setupStart);
-    for (const pid of options.pids ?? []) processes.onExec(pid as Pid);
+    try {
+      for (const pid of options.pids ?? []) processes.preloadProcess(pid as Pid);
+      // Only now: samples taken before the tables above are in BPF would unwind by frame pointers.
+      if (!options.paused) tracer.startSampling();
+    } catch (error) {
+      recorder.close();
+      throw error;
+    }
     return recorder;
   }
 

@@ -51,6 +51,11 @@ export interface TracerOptions {
   preloadPaths?: readonly string[];
   /** Ring buffer size in bytes (a power of two, at least a page). */
   ringBufferBytes?: number;
+  /**
+   * Load and watch processes, but do not sample until {@linkcode Tracer.startSampling}: the caller
+   * prepares unwind tables first, so that the first samples unwind completely.
+   */
+  paused?: boolean;
 }
 
 /** BPF-side counters, summed over CPUs. */
@@ -77,6 +82,7 @@ export class Tracer {
   #object: BpfObject;
   #links: BpfLink[] = [];
   #reader: RingBufferReader | null = null;
+  #sampling = false;
   #closed = false;
 
   private constructor(object: BpfObject, cpus: number[], periodNs: number) {
@@ -140,16 +146,7 @@ export class Tracer {
       for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"]) {
         tracer.#links.push(object.program(name).attach());
       }
-      const sampler = object.program("sample_cpu");
-      for (const cpu of tracer.cpus) {
-        const fd = openCpuClock(cpu, periodNs);
-        try {
-          tracer.#links.push(sampler.attachPerfEvent(fd));
-        } catch (error) {
-          closePerfEvent(fd);
-          throw error;
-        }
-      }
+      if (!options.paused) tracer.startSampling();
     } catch (error) {
       tracer.close();
       throw error;
@@ -165,6 +162,22 @@ export class Tracer {
   /** Delivers the records waiting in the ring buffer to `sink`; returns how many. */
   drain(sink: RecordSink): number {
     return this.#reader?.drain(sink) ?? 0;
+  }
+
+  /** Attaches the sampling program to a cpu-clock event on every CPU. Once, after a paused start. */
+  startSampling(): void {
+    if (this.#sampling) return;
+    this.#sampling = true;
+    const sampler = this.#object.program("sample_cpu");
+    for (const cpu of this.cpus) {
+      const fd = openCpuClock(cpu, this.periodNs);
+      try {
+        this.#links.push(sampler.attachPerfEvent(fd));
+      } catch (error) {
+        closePerfEvent(fd);
+        throw error;
+      }
+    }
   }
 
   /** Stops sampling (detaches the perf events) but keeps the ring buffer readable for a last drain. */

@@ -233,17 +233,21 @@ export class PythonInstance extends InstanceStubs {
     return this.#tsdKey;
   }
 
-  /** glibc's thread layout for this process (read from the libc it maps), or null when not glibc. */
+  /**
+   * glibc's thread layout for this process (read from the libc it maps), or null when not glibc, or
+   * not yet: a process caught at exec maps its C library only once the dynamic loader ran, so that case
+   * is asked again next time.
+   */
   glibc(): GlibcThreadLayout | null {
     if (this.#glibc !== undefined) return this.#glibc;
-    this.#glibc = null;
     try {
       const { libc } = findProcessLibraries(this.pid, this.#procRoot);
-      if (libc !== null) {
-        using elf = ElfFile.open(libc.openPath);
-        this.#glibc = readGlibcThreadLayout(elf);
-      }
+      if (libc === null) return null;
+      this.#glibc = null;
+      using elf = ElfFile.open(libc.openPath);
+      this.#glibc = readGlibcThreadLayout(elf);
     } catch (error) {
+      this.#glibc = null;
       logger.debug("Cannot read the C library of {pid}: {error}", { pid: this.pid, error: String(error) });
     }
     return this.#glibc;
@@ -282,28 +286,37 @@ export class PythonInstance extends InstanceStubs {
    */
   tlsThreadStateOffset(): number | null {
     if (this.#tls !== undefined) return this.#tls;
-    this.#tls = null;
     const symbol = this.#facts.tssTstateOffset;
+    if (symbol === null || this.#facts.dynamicVaddr === null) {
+      this.#tls = null;
+      return null;
+    }
+    // Until the dynamic loader has mapped the C library and listed the module (a process caught at
+    // exec), the answer is "not yet": nothing is cached.
     const glibc = this.glibc();
-    if (symbol === null || glibc === null || this.#facts.dynamicVaddr === null) return null;
+    if (glibc === null) return null;
     try {
       const { loader } = findProcessLibraries(this.pid, this.#procRoot);
       if (loader === null) return null;
       using elf = ElfFile.open(loader.openPath);
       const rDebug = findElfSymbols(elf, ["_r_debug"]).get("_r_debug");
       const loaderBias = mappingBias(loader.mapping, elf.loadSegments);
+      this.#tls = null;
       if (rDebug === undefined || loaderBias === null) return null;
       const dynamic = this.bias + this.#facts.dynamicVaddr;
       const module = readLinkMaps(this.#memory, (loaderBias + rDebug.value) as Address)
         .find((entry) => entry.bias === this.bias && entry.dynamic === dynamic);
-      if (module === undefined) return null;
+      if (module === undefined) {
+        this.#tls = undefined;
+        return null;
+      }
       const blockOffset = staticTlsOffset(this.#memory, glibc, module.address);
       if (blockOffset !== null) this.#tls = symbol - blockOffset;
     } catch (error) {
       if (!(error instanceof RemoteMemoryError) && !(error instanceof RangeError)) throw error;
       logger.debug("Cannot find the TLS block of {pid}: {error}", { pid: this.pid, error: String(error) });
     }
-    return this.#tls;
+    return this.#tls ?? null;
   }
 
   /**

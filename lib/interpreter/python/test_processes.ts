@@ -90,8 +90,8 @@ export interface TestScript {
   readonly lines: Readonly<Record<string, number>>;
 }
 
-/** Finds `# @NAME` markers in `source`. */
-function withMarkers(source: string): TestScript {
+/** Reads the `# @NAME` markers of `source` into line numbers. */
+export function withMarkers(source: string): TestScript {
   const lines: Record<string, number> = {};
   source.split("\n").forEach((line, index) => {
     const match = /# @(\w+)/.exec(line);

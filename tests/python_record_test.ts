@@ -1,0 +1,305 @@
+// Python frames end to end: real CPython processes (Debian's python3 and each pyenv 3.8-3.13 found) are
+// recorded, and the profile must show their Python functions with file and line in true order among the
+// native interpreter frames. Needs root and BTF.
+import assert from "node:assert/strict";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
+import type { Profile } from "../lib/profile/profile.ts";
+import {
+  chainScript,
+  type PythonInstall,
+  pythonInstalls,
+  type PythonProcess,
+  startPython,
+  type TestScript,
+  twoThreadScript,
+  withMarkers,
+} from "../lib/interpreter/python/test_processes.ts";
+import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
+
+const installs = pythonInstalls();
+for (const reason of installs.skipped) console.log(`python tests: ${reason}`);
+
+/** One frame as the profile names it. */
+interface Frame {
+  kind: string;
+  name: string;
+  file: string;
+  line: number;
+}
+
+/** A sample's frames root first, with its thread and count. */
+interface Sample {
+  pid: number;
+  tid: number;
+  frames: Frame[];
+  count: number;
+}
+
+function samplesOf(profile: Profile): Sample[] {
+  return profile.samples.map((sample) => ({
+    pid: sample.pid,
+    tid: sample.tid,
+    count: sample.count,
+    frames: sample.locations.map((index) => {
+      const location = profile.locations[index]!;
+      return {
+        kind: location.kind,
+        name: location.functionName,
+        file: location.sourceFile,
+        line: location.line,
+      };
+    }).reverse(),
+  }));
+}
+
+async function record(pids: number[], seconds: number, dir: string): Promise<Sample[]> {
+  const output = `${dir}/python.pb.gz`;
+  const args = ["record", "-d", String(seconds), "-o", output, ...pids.flatMap((pid) => ["-p", String(pid)])];
+  const result = await runCli(args);
+  assert.equal(result.code, 0, result.stderr);
+  assert.doesNotMatch(result.stderr, /error|warn/i, "the recording logs no problem");
+  return samplesOf(decodePprof(Deno.readFileSync(output)));
+}
+
+function sum(samples: readonly Sample[]): number {
+  return samples.reduce((total, sample) => total + sample.count, 0);
+}
+
+/** The sample's Python frames of `script`, root first, as `name:line`. */
+function pythonFrames(sample: Sample, script: string): string[] {
+  return sample.frames.filter((frame) => frame.kind === "python" && frame.file === script)
+    .map((frame) => `${frame.name}:${frame.line}`);
+}
+
+/** Whether the first Python frame sits above (is called by) the native eval loop. */
+function belowEvalLoop(sample: Sample): boolean {
+  const firstPython = sample.frames.findIndex((frame) => frame.kind === "python");
+  const evalLoop = sample.frames.findIndex((frame) => frame.name === "_PyEval_EvalFrameDefault");
+  return evalLoop >= 0 && evalLoop < firstPython;
+}
+
+async function startAll(script: TestScript): Promise<{ install: PythonInstall; process: PythonProcess }[]> {
+  const started: { install: PythonInstall; process: PythonProcess }[] = [];
+  try {
+    for (const install of installs.found) {
+      started.push({ install, process: await startPython(install.executable, script.source) });
+    }
+  } catch (error) {
+    for (const { process } of started) await process.kill();
+    throw error;
+  }
+  return started;
+}
+
+Deno.test(
+  tracingTest("record: main;pa;pb;pc as Python frames with file:line, for every Python here", async () => {
+    assert.ok(installs.found.length > 0, "at least the system python3 runs");
+    const script = chainScript();
+    const { lines } = script;
+    const started = await startAll(script);
+    const dir = tempDir();
+    try {
+      const samples = await record(started.map(({ process }) => process.pid), 4, dir);
+      for (const { install, process } of started) {
+        const ours = samples.filter((sample) => sample.pid === process.pid);
+        const total = sum(ours);
+        const expected = [
+          `<module>:${lines.CALL_MAIN}`,
+          `main:${lines.CALL_PA}`,
+          `pa:${lines.CALL_PB}`,
+          `pb:${lines.CALL_PC}`,
+          `pc:${lines.SPIN}`,
+        ];
+        const complete = sum(
+          ours.filter((sample) =>
+            pythonFrames(sample, process.scriptPath).join(";") === expected.join(";") && belowEvalLoop(sample)
+          ),
+        );
+        console.log(`${install.label}: ${complete}/${total} samples show ${expected.join(";")}`);
+        assert.ok(total >= 15, `${install.label}: ${total} samples in 4 s`);
+        assert.ok(complete / total >= 0.9, `${install.label}: ${complete}/${total} complete`);
+      }
+    } finally {
+      for (const { process } of started) {
+        await process.kill();
+      }
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(tracingTest("record: two Python threads are each attributed to their own function", async () => {
+  const script = twoThreadScript();
+  const started = await startAll(script);
+  const dir = tempDir();
+  try {
+    const samples = await record(started.map(({ process }) => process.pid), 4, dir);
+    for (const { install, process } of started) {
+      const tids = new Map<string, number>();
+      for (const line of process.output) {
+        const match = /^([AB]) \d+ (\d+)$/.exec(line);
+        if (match) tids.set(match[1]!, Number(match[2]));
+      }
+      for (const [thread, spin] of [["A", "spin_a"], ["B", "spin_b"]] as const) {
+        const ours = samples.filter((sample) =>
+          sample.pid === process.pid && sample.tid === tids.get(thread)
+        );
+        const total = sum(ours);
+        const right = sum(ours.filter((sample) => {
+          const frames = pythonFrames(sample, process.scriptPath);
+          return frames.length > 0 && frames[frames.length - 1]!.split(":")[0]!.endsWith(spin);
+        }));
+        const wrong = sum(
+          samples.filter((sample) =>
+            sample.pid === process.pid && sample.tid !== tids.get(thread) &&
+            pythonFrames(sample, process.scriptPath).some((frame) => frame.split(":")[0]!.endsWith(spin))
+          ),
+        );
+        console.log(`${install.label} thread ${thread}: ${right}/${total} in ${spin}, ${wrong} elsewhere`);
+        assert.ok(total >= 10, `${install.label} thread ${thread}: ${total} samples`);
+        assert.ok(right / total >= 0.9, `${install.label} thread ${thread}: ${right}/${total} in ${spin}`);
+        assert.equal(wrong, 0, `${install.label}: no other thread is named ${spin}`);
+      }
+    }
+  } finally {
+    for (const { process } of started) await process.kill();
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+/** Python calls libc's qsort through ctypes; qsort calls back into a Python comparator that burns CPU. */
+function qsortScript(): TestScript {
+  return withMarkers(`import ctypes
+import ctypes.util
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+
+
+def compare(a, b):  # @DEF_COMPARE
+    x = a[0]
+    y = b[0]
+    n = 0
+    for i in range(3000): n += i  # @BURN
+    return (x > y) - (x < y)
+
+
+def sort_forever():
+    values = (ctypes.c_int * 512)()
+    callback = CMP(compare)
+    print("ready", flush=True)
+    while True:
+        for i in range(512): values[i] = 512 - i
+        libc.qsort(values, 512, ctypes.sizeof(ctypes.c_int), callback)  # @CALL_QSORT
+
+
+sort_forever()
+`);
+}
+
+Deno.test(tracingTest("record: Python -> ctypes -> qsort -> Python comparator, in order", async () => {
+  const script = qsortScript();
+  const started = await startAll(script);
+  const dir = tempDir();
+  try {
+    const samples = await record(started.map(({ process }) => process.pid), 4, dir);
+    for (const { install, process } of started) {
+      const ours = samples.filter((sample) => sample.pid === process.pid);
+      const total = sum(ours);
+      const inOrder = sum(ours.filter((sample) => {
+        const names = sample.frames.map((frame) =>
+          frame.kind === "python" && frame.file === process.scriptPath
+            ? `py:${frame.name}:${frame.line}`
+            : frame.name
+        );
+        const caller = names.indexOf(`py:sort_forever:${script.lines.CALL_QSORT}`);
+        const qsort = names.findIndex((name, i) => i > caller && /qsort/.test(name));
+        const callback = names.findIndex((name, i) =>
+          i > qsort && name === `py:compare:${script.lines.BURN}`
+        );
+        return caller >= 0 && qsort > caller && callback > qsort;
+      }));
+      console.log(`${install.label}: ${inOrder}/${total} samples show sort_forever;...;qsort;...;compare`);
+      assert.ok(total >= 15, `${install.label}: ${total} samples`);
+      assert.ok(inOrder / total >= 0.8, `${install.label}: ${inOrder}/${total} in order`);
+    }
+  } finally {
+    for (const { process } of started) await process.kill();
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
+Deno.test(
+  tracingTest(
+    "record: Python processes killed and started mid-recording lose nothing of others",
+    async () => {
+      const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
+      const dir = tempDir();
+      const python = installs.found[0]!.executable;
+      const scriptPath = `${dir}/chain.py`;
+      const script = chainScript();
+      Deno.writeTextFileSync(scriptPath, script.source);
+      // The command's tree: a native workload for 5 s; a Python process killed after 1.5 s; another started
+      // at 2.5 s, after the recording began.
+      const shell = [
+        `"${chain}" 5 > "${dir}/chain.out" &`,
+        `"${python}" "${scriptPath}" > /dev/null & killed=$!`,
+        `sleep 1.5; kill -9 $killed`,
+        `sleep 1; "${python}" "${scriptPath}" > /dev/null & late=$!`,
+        `echo $late > "${dir}/late.pid"`,
+        `wait %1; kill -9 $late; wait`,
+      ].join("\n");
+      try {
+        const output = `${dir}/mixed.pb.gz`;
+        const result = await runCli([
+          "record",
+          "-o",
+          output,
+          "--stats",
+          `${dir}/stats.json`,
+          "--",
+          "bash",
+          "-c",
+          shell,
+        ]);
+        assert.equal(result.code, 0, result.stderr);
+        assert.doesNotMatch(result.stderr, /error|warn/i, "no process's exit or start is a problem");
+        const samples = samplesOf(decodePprof(Deno.readFileSync(output)));
+        const late = Number(Deno.readTextFileSync(`${dir}/late.pid`).trim());
+        const latePython = samples.filter((sample) => sample.pid === late);
+        const lateComplete = sum(
+          latePython.filter((sample) =>
+            pythonFrames(sample, scriptPath).join(";").endsWith(
+              `pb:${script.lines.CALL_PC};pc:${script.lines.SPIN}`,
+            )
+          ),
+        );
+        // chain prints the CPU seconds it used: every one of its samples must be there.
+        const cpuSeconds = Number(Deno.readTextFileSync(`${dir}/chain.out`).match(/[\d.]+/)?.[0]);
+        const chainSamples = sum(
+          samples.filter((sample) => sample.frames.some((frame) => frame.name === "c")),
+        );
+        const expected = cpuSeconds * 99;
+        console.log(
+          `started mid-recording: ${lateComplete}/${sum(latePython)} with Python frames; ` +
+            `native workload: ${chainSamples} samples for ${cpuSeconds.toFixed(2)} CPU s (${
+              expected.toFixed(0)
+            } expected)`,
+        );
+        const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`));
+        console.log(
+          "counters:",
+          JSON.stringify(
+            Object.fromEntries(Object.entries(stats.bpf).filter(([key]) => key.startsWith("Python"))),
+          ),
+          JSON.stringify(stats.processes),
+        );
+        assert.ok(sum(latePython) >= 30, `the late process was sampled: ${sum(latePython)}`);
+        assert.ok(lateComplete / sum(latePython) >= 0.9, `late: ${lateComplete}/${sum(latePython)}`);
+        assert.ok(Math.abs(chainSamples - expected) <= expected * 0.1, `${chainSamples} vs ${expected}`);
+      } finally {
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  ),
+);

@@ -35,7 +35,7 @@ import {
 import { formatUnwindTableReport, type UnwindTableReport, unwindTableReport } from "./unwind_tables.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--workload chain|deep] [--no-tables]
+                       [--workload chain|deep|python] [--no-tables]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -45,15 +45,24 @@ process per CPU) and compares their cost and their stacks. Needs root.
   --frequency HZ       samples per second per CPU (default 99)
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
-                       frame pointers so that every tool can unwind them
+                       frame pointers so that every tool can unwind them; or python (a 20-frame Python
+                       stack run by python3, which only omniprof names)
   --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
                        per executable)
 `;
 
-/** The workloads: a C file of tests/workloads and the chain every one of its samples holds. */
+/**
+ * The workloads: a file of tests/workloads (C, or a Python script run by Debian's python3) and the chain
+ * every one of its samples holds.
+ */
 const WORKLOADS = {
   chain: { source: "chain.c", comm: "chain_bench", chain: ["main", "a", "b", "c"] },
   deep: { source: "deep.c", comm: "deep_bench", chain: ["main", ...Array(28).fill("level"), "burn"] },
+  python: {
+    source: "deep.py",
+    comm: "python_bench",
+    chain: ["<module>", "main", ...Array(17).fill("level"), "burn"],
+  },
 } as const;
 
 interface Options {
@@ -97,7 +106,9 @@ function parseOptions(argv: string[]): Options | string {
   const unknown = keys.filter((key) => !PEERS.some((peer) => peer.key === key));
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")}`;
   const workload = values.workload ?? "chain";
-  if (workload !== "chain" && workload !== "deep") return `--workload ${workload}: use chain or deep`;
+  if (workload !== "chain" && workload !== "deep" && workload !== "python") {
+    return `--workload ${workload}: use chain, deep or python`;
+  }
   return {
     workload: WORKLOADS[workload],
     tables: !values["no-tables"],
@@ -155,6 +166,12 @@ async function firstLine(program: string, args: string[]): Promise<string> {
 
 async function compileWorkload(dir: string, workload: Options["workload"]): Promise<string> {
   const path = `${dir}/${workload.comm}`;
+  if (workload.source.endsWith(".py")) {
+    // Run through its #! line, the executable's name becomes the thread name, as for the C workloads.
+    Deno.copyFileSync(`${REPO_ROOT}tests/workloads/${workload.source}`, path);
+    Deno.chmodSync(path, 0o755);
+    return path;
+  }
   const output = await new Deno.Command("gcc", {
     args: ["-O2", "-fno-omit-frame-pointer", `${REPO_ROOT}tests/workloads/${workload.source}`, "-o", path],
     stderr: "piped",
@@ -200,8 +217,10 @@ async function main(argv: string[]): Promise<number> {
     cpus,
     durationSeconds: options.durationSeconds,
     frequencyHz: options.frequencyHz,
-    workload:
-      `${cpus} x tests/workloads/${options.workload.source} (-O2 -fno-omit-frame-pointer) as ${options.workload.comm}`,
+    workload: `${cpus} x tests/workloads/${options.workload.source} ` +
+      `(${
+        options.workload.source.endsWith(".py") ? "python3" : "-O2 -fno-omit-frame-pointer"
+      }) as ${options.workload.comm}`,
     versions: {
       deno: Deno.version.deno,
       perf: await firstLine("perf", ["--version"]),

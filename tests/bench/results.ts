@@ -110,7 +110,11 @@ export function resultRow(
     completeShare: share.samples === 0 ? null : share.complete / share.samples,
     otherCpuSeconds: null,
     stealSeconds: null,
-    notes: result.notes,
+    // Host cost per sample, fixed start-up included: compare runs of one duration across workloads
+    // (e.g. --workload python against chain for what naming Python frames costs).
+    notes: share.samples === 0
+      ? result.notes
+      : [...result.notes, `CPU per 1,000 workload samples: ${(cpu / share.samples * 1e6).toFixed(0)} ms`],
   };
 }
 

@@ -35,7 +35,7 @@ import {
 import { formatUnwindTableReport, type UnwindTableReport, unwindTableReport } from "./unwind_tables.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--workload chain|deep|python] [--no-tables]
+                       [--workload chain|deep|python] [--no-tables] [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -47,6 +47,8 @@ process per CPU) and compares their cost and their stacks. Needs root.
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
                        frame pointers so that every tool can unwind them; or python (a 20-frame Python
                        stack run by python3, which only omniprof names)
+  --no-python          skip the section that runs omniprof on a 30-frame native and a 20-frame Python
+                       stack (BPF ns per sample and host CPU per 1,000 samples, side by side)
   --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
                        per executable)
 `;
@@ -65,9 +67,13 @@ const WORKLOADS = {
   },
 } as const;
 
+type Workload = (typeof WORKLOADS)[keyof typeof WORKLOADS];
+
 interface Options {
-  workload: (typeof WORKLOADS)[keyof typeof WORKLOADS];
+  workload: Workload;
   tables: boolean;
+  /** Also run omniprof on a deep native and a deep Python stack, side by side. */
+  python: boolean;
   jsonPath: string | null;
   durationSeconds: number;
   frequencyHz: number;
@@ -87,6 +93,7 @@ function parseOptions(argv: string[]): Options | string {
         tools: { type: "string" },
         workload: { type: "string" },
         "no-tables": { type: "boolean" },
+        "no-python": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -112,6 +119,7 @@ function parseOptions(argv: string[]): Options | string {
   return {
     workload: WORKLOADS[workload],
     tables: !values["no-tables"],
+    python: !values["no-python"],
     jsonPath: values.json ?? null,
     durationSeconds,
     frequencyHz,
@@ -184,6 +192,94 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** omniprof's row on one workload of the native-versus-Python section. */
+interface InterpreterRow {
+  workload: string;
+  row: BenchRow;
+}
+
+/** The native-versus-Python section: what naming Python frames costs in BPF and on the host. */
+function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
+  const header = ["omniprof on", "samples", "complete", "BPF ns/sample", "CPU s", "CPU ms / 1,000 samples"];
+  const lines = rows.map(({ workload, row }) => {
+    const samples = row.workloadSamples ?? 0;
+    return [
+      workload === WORKLOADS.python.source
+        ? `${workload} (20 Python frames under python3's native ones)`
+        : `${workload} (30 native frames)`,
+      String(samples),
+      row.completeShare === null ? "-" : `${(row.completeShare * 100).toFixed(1)}%`,
+      row.bpfNsPerSample === null ? "-" : Math.round(row.bpfNsPerSample).toLocaleString("en-US"),
+      row.cpuSeconds === null ? "-" : row.cpuSeconds.toFixed(2),
+      row.cpuSeconds === null || samples === 0 ? "-" : (row.cpuSeconds / samples * 1e6).toFixed(0),
+    ];
+  });
+  const widths = header.map((_, i) => Math.max(header[i]!.length, ...lines.map((line) => line[i]!.length)));
+  const format = (cells: string[]) =>
+    cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)).join("  ");
+  return [
+    format(header),
+    ...lines.map(format),
+    "(CPU includes the same fixed start-up for both; the difference is what Python frames cost)",
+  ].join("\n");
+}
+
+/**
+ * Runs `peer` on `cpus` busy copies of the workload at `path` and measures it; the workload is stopped
+ * afterwards, and the kernel gets a second to free the tool's programs and perf events.
+ */
+async function measure(
+  peer: Peer,
+  path: string,
+  spec: Workload,
+  options: Options,
+  cleanup: Cleanup,
+  cpus: number,
+): Promise<BenchRow> {
+  const before = systemCpu();
+  const workloads = Array.from({ length: cpus }, () => {
+    const child = new Deno.Command(path, {
+      args: ["3600"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    cleanup.spawned.add(child.pid);
+    return child;
+  });
+  await sleep(300);
+  console.log(`${peer.label}: running...`);
+  let row: BenchRow;
+  try {
+    const result = await peer.run({
+      dir: cleanup.dir!,
+      durationSeconds: options.durationSeconds,
+      frequencyHz: options.frequencyHz,
+      onSpawn: (pid) => cleanup.spawned.add(pid),
+    });
+    row = resultRow(peer, result, spec.comm, [...spec.chain]);
+    const after = systemCpu();
+    const workloadCpu = workloads.reduce((sum, child) => sum + (processCpuSeconds(child.pid) ?? 0), 0);
+    row.otherCpuSeconds = after.busySeconds - before.busySeconds - workloadCpu - (row.cpuSeconds ?? 0);
+    row.stealSeconds = after.stealSeconds - before.stealSeconds;
+  } catch (error) {
+    row = missingRow(peer, "failed", oneLine(error instanceof Error ? error.message : String(error)));
+  } finally {
+    for (const child of workloads) {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+      await child.status;
+      cleanup.spawned.delete(child.pid);
+    }
+  }
+  // Let the kernel free the tool's programs and perf events before the next one starts.
+  await sleep(1000);
+  return row;
+}
+
 async function main(argv: string[]): Promise<number> {
   const options = parseOptions(argv);
   if (typeof options === "string") {
@@ -249,6 +345,7 @@ async function main(argv: string[]): Promise<number> {
   for (const signal of signals) Deno.addSignalListener(signal, onSignal);
 
   const rows: BenchRow[] = [];
+  const pythonRows: InterpreterRow[] = [];
   try {
     cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
     const dir = cleanup.dir;
@@ -268,48 +365,18 @@ async function main(argv: string[]): Promise<number> {
         rows.push(missingRow(peer, "not installed", reason));
         continue;
       }
-      const before = systemCpu();
-      const workloads = Array.from({ length: cpus }, () => {
-        const child = new Deno.Command(workload, {
-          args: ["3600"],
-          stdin: "null",
-          stdout: "null",
-          stderr: "null",
-        }).spawn();
-        cleanup.spawned.add(child.pid);
-        return child;
-      });
-      await sleep(300);
-      console.log(`${peer.label}: running...`);
-      let row: BenchRow;
-      try {
-        const result = await peer.run({
-          dir,
-          durationSeconds: options.durationSeconds,
-          frequencyHz: options.frequencyHz,
-          onSpawn: (pid) => cleanup.spawned.add(pid),
+      rows.push(await measure(peer, workload, options.workload, options, cleanup, cpus));
+    }
+    const omniprof = PEERS.find((peer) => peer.key === "omniprof");
+    if (options.python && omniprof !== undefined && !missing.has("omniprof")) {
+      for (const spec of [WORKLOADS.deep, WORKLOADS.python]) {
+        console.log(`omniprof on ${spec.source}:`);
+        const path = await compileWorkload(dir, spec);
+        pythonRows.push({
+          workload: spec.source,
+          row: await measure(omniprof, path, spec, options, cleanup, cpus),
         });
-        row = resultRow(peer, result, options.workload.comm, [...options.workload.chain]);
-        const after = systemCpu();
-        const workloadCpu = workloads.reduce((sum, child) => sum + (processCpuSeconds(child.pid) ?? 0), 0);
-        row.otherCpuSeconds = after.busySeconds - before.busySeconds - workloadCpu - (row.cpuSeconds ?? 0);
-        row.stealSeconds = after.stealSeconds - before.stealSeconds;
-      } catch (error) {
-        row = missingRow(peer, "failed", oneLine(error instanceof Error ? error.message : String(error)));
-      } finally {
-        for (const child of workloads) {
-          try {
-            child.kill("SIGKILL");
-          } catch {
-            // already gone
-          }
-          await child.status;
-          cleanup.spawned.delete(child.pid);
-        }
       }
-      rows.push(row);
-      // Let the kernel free the tool's programs and perf events before the next one starts.
-      await sleep(1000);
     }
   } finally {
     cleanup.run();
@@ -332,10 +399,11 @@ async function main(argv: string[]): Promise<number> {
     ];
     console.log(`${row.tool}: ${details.join("; ")}`);
   }
+  if (pythonRows.length > 0) console.log(`\n${formatInterpreterRows(pythonRows)}`);
   if (options.jsonPath !== null) {
     Deno.writeTextFileSync(
       options.jsonPath,
-      JSON.stringify({ meta, rows, ratios: ratios(rows), targets }, null, 2) + "\n",
+      JSON.stringify({ meta, rows, ratios: ratios(rows), targets, python: pythonRows }, null, 2) + "\n",
     );
     console.log(`wrote ${options.jsonPath}`);
   }

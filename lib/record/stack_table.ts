@@ -114,6 +114,11 @@ const UNKNOWN_INTERPRETER_FRAME = {
 } as const;
 
 const KEY_START = RECORD_PID;
+/**
+ * Raw traces with interpreter frames kept for the fast path (about 1 KB each); past it, such a trace is
+ * decoded and named again each time it is seen, and merged into its stack by name.
+ */
+const MAX_INTERPRETER_ENTRIES = 20_000;
 /** High half of 2^47, where x86-64 user space ends. */
 const USER_SPACE_HIGH = 0x8000;
 const decoder = new TextDecoder();
@@ -125,6 +130,10 @@ export class StackTable implements RecordSink {
   #onFileNeeded: (id: number) => void;
   #interpreters: InterpreterFrames;
   #buckets = new Map<number, Entry>();
+  /** Stacks with interpreter frames, by what they name (see decodedKey). */
+  #interpreterStacks = new Map<string, Stack>();
+  /** Raw traces with interpreter frames remembered in #buckets. */
+  #interpreterEntries = 0;
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
   #exited: Pid[] = [];
@@ -217,14 +226,31 @@ export class StackTable implements RecordSink {
         return;
       }
     }
-    const stack = this.#decode(view, offset);
+    let stack = this.#decode(view, offset);
+    if (stack.frames.some((frame) => frame.symbol !== undefined)) {
+      // Interpreter frames carry the instruction offset, so nearly every sample is a new trace: merge
+      // traces that name the same functions and lines, and stop remembering raw forms past a budget so
+      // that a long recording of a busy interpreter does not grow without bound.
+      const key = decodedKey(stack);
+      const known = this.#interpreterStacks.get(key);
+      if (known !== undefined) {
+        known.count++;
+        stack = known;
+      } else {
+        this.#interpreterStacks.set(key, stack);
+        this.#stacks.push(stack);
+      }
+      if (this.#interpreterEntries >= MAX_INTERPRETER_ENTRIES) return;
+      this.#interpreterEntries++;
+    } else {
+      this.#stacks.push(stack);
+    }
     const entry: Entry = {
       stack,
       words: words.slice(first, first + count),
       next: this.#buckets.get(hash) ?? null,
     };
     this.#buckets.set(hash, entry);
-    this.#stacks.push(stack);
   }
 
   #decode(view: DataView, offset: number): Stack {
@@ -304,4 +330,17 @@ export class StackTable implements RecordSink {
       count: 1,
     };
   }
+}
+
+/** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */
+function decodedKey(stack: Stack): string {
+  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}`;
+  for (const frame of stack.frames) {
+    const symbol = frame.symbol;
+    key += symbol !== undefined
+      ? `\0i${symbol.kind}\x01${symbol.functionName}\x01${symbol.sourceFile}\x01${symbol.line}`
+      : `\0${frame.kind}\x01${frame.addressKind}\x01${frame.address}\x01${frame.file?.key ?? ""}\x01` +
+        `${frame.returnAddress ? 1 : 0}${frame.signalTrampoline ? 1 : 0}`;
+  }
+  return key;
 }

@@ -17,7 +17,7 @@ import type { Profile } from "../profile/profile.ts";
 import { ProcessManager } from "../process/process_manager.ts";
 import { KernelSymbols } from "../symbolize/kallsyms.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
-import type { Pid } from "../types.ts";
+import type { KernelAddress, Pid } from "../types.ts";
 import { buildProfile } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
@@ -159,14 +159,27 @@ export class Recorder {
     return profile;
   }
 
-  /** /proc/kallsyms, read once and only when a profile has kernel frames (it is large). */
+  /**
+   * /proc/kallsyms, read only when a profile has kernel frames (it is large): at first only the symbols
+   * of this profile's kernel addresses; if a later profile needs others, the whole table, once.
+   */
   #kernelSymbols(): KernelSymbols | null {
-    if (this.#kernel === undefined) {
-      try {
-        this.#kernel = KernelSymbols.load();
-      } catch {
-        this.#kernel = null;
+    const addresses: KernelAddress[] = [];
+    for (const stack of this.#table.stacks()) {
+      for (const frame of stack.frames) {
+        if (frame.addressKind !== "kernel") continue;
+        // As the profile builder looks them up: a return address by its call.
+        addresses.push((frame.returnAddress ? frame.address - 1 : frame.address) as KernelAddress);
       }
+    }
+    try {
+      if (this.#kernel === undefined) {
+        this.#kernel = KernelSymbols.loadFor(addresses);
+      } else if (this.#kernel !== null && !addresses.every((address) => this.#kernel!.covers(address))) {
+        this.#kernel = KernelSymbols.load();
+      }
+    } catch {
+      this.#kernel = null;
     }
     return this.#kernel;
   }

@@ -9,12 +9,7 @@
  */
 import { configure, getConsoleSink } from "@logtape/logtape";
 import { LibbpfError, LibbpfMissingError } from "./lib/bpf/libbpf.ts";
-import { checkCommand } from "./lib/cli/check_command.ts";
-import { CommandError, recordCommand } from "./lib/cli/record_command.ts";
-import { reportCommand } from "./lib/cli/report_command.ts";
-import { topCommand } from "./lib/cli/top_command.ts";
-import { agentCommand } from "./lib/cli/agent_command.ts";
-import { diffCommand } from "./lib/cli/diff_command.ts";
+import { CommandError } from "./lib/cli/command_error.ts";
 
 const USAGE = `Usage: omniprof COMMAND [options]
 
@@ -39,19 +34,20 @@ async function main(argv: string[]): Promise<number> {
     ],
   });
   const [command, ...rest] = argv;
+  // Each command loads only its own modules: starting costs CPU time in every short run.
   switch (command) {
     case "record":
-      return await recordCommand(rest);
+      return await (await import("./lib/cli/record_command.ts")).recordCommand(rest);
     case "report":
-      return await reportCommand(rest);
+      return await (await import("./lib/cli/report_command.ts")).reportCommand(rest);
     case "check":
-      return checkCommand();
+      return (await import("./lib/cli/check_command.ts")).checkCommand();
     case "diff":
-      return await diffCommand(rest);
+      return await (await import("./lib/cli/diff_command.ts")).diffCommand(rest);
     case "top":
-      return await topCommand(rest);
+      return await (await import("./lib/cli/top_command.ts")).topCommand(rest);
     case "agent":
-      return await agentCommand(rest);
+      return await (await import("./lib/cli/agent_command.ts")).agentCommand(rest);
     case undefined:
     case "help":
     case "-h":

@@ -24,8 +24,16 @@ static __always_inline struct process_event *process_event_reserve(__u32 kind, _
   return event;
 }
 
-// No wakeup: the host drains the ring buffer on a timer.
+// Wakes the host: it has to read the process (or file) while it still exists, which for a short-lived
+// process can be a few milliseconds; traces alone wait for the host's slow timer.
 static __always_inline void process_event_submit(struct process_event *event)
+{
+  bpf_ringbuf_submit(event, BPF_RB_FORCE_WAKEUP);
+}
+
+// No wakeup, for events that can wait for the next drain (fork, exit): samples of a forked child the
+// host does not know yet raise their own (waking) event.
+static __always_inline void process_event_submit_quiet(struct process_event *event)
 {
   bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
 }

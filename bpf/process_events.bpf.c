@@ -24,7 +24,11 @@ static __always_inline void emit(__u32 kind, struct task_struct *task, __u32 par
     return;
   event->parent_pid = parent_pid;
   bpf_probe_read_kernel_str(event->comm, sizeof(event->comm), &task->comm);
-  process_event_submit(event);
+  // kind is a constant after inlining, so only one submit call remains.
+  if (kind == EVENT_KIND_PROCESS_EXEC)
+    process_event_submit(event);
+  else
+    process_event_submit_quiet(event);
 }
 
 SEC("raw_tp/sched_process_exec")

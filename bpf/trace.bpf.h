@@ -30,8 +30,12 @@ static __always_inline void trace_send(struct trace *trace)
   if (n > MAX_FRAMES)
     n = MAX_FRAMES;
   __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
-  // No wakeup: the host drains the ring buffer on a timer, so waking it per sample would only cost.
-  if (bpf_ringbuf_output(&events, trace, size, BPF_RB_NO_WAKEUP))
+  // No wakeup: the host drains the ring buffer on a slow timer, so waking it per sample would only cost;
+  // but once the buffer is half full it must drain before traces are lost.
+  __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2
+                  ? BPF_RB_FORCE_WAKEUP
+                  : BPF_RB_NO_WAKEUP;
+  if (bpf_ringbuf_output(&events, trace, size, flags))
     metric_increment(METRIC_TRACES_LOST);
 }
 

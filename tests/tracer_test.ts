@@ -99,3 +99,28 @@ Deno.test(tracingTest("Tracer records kernel frames of a process inside a system
   const withKernel = traces.filter((trace) => trace.kernelMarkers > 0 && trace.nativeMarkers > 0);
   assert.ok(withKernel.length / traces.length >= 0.5, `${withKernel.length}/${traces.length} in the kernel`);
 }));
+
+Deno.test(tracingTest("Tracer wakes the host at once for the exec of a followed process", async () => {
+  using tracer = Tracer.start({ frequencyHz: 99, followChildrenOf: [Deno.pid as Pid] });
+  const collector = new Collector();
+  const started = performance.now();
+  const waiting = tracer.waitForWakeup(5000);
+  const child = new Deno.Command("true").spawn();
+  const woken = await waiting;
+  const ms = performance.now() - started;
+  await child.status;
+  tracer.drain(collector);
+  assert.equal(woken, true, `no wake-up within ${ms.toFixed(0)} ms`);
+  assert.ok(
+    collector.records.some((record) => record.kind === EventKind.ProcessExec && record.pid === child.pid),
+  );
+}));
+
+Deno.test(tracingTest("Tracer.close() ends a pending wait at once", async () => {
+  const tracer = Tracer.start({ frequencyHz: 99, pids: [Deno.pid as Pid] });
+  const started = performance.now();
+  const waiting = tracer.waitForWakeup(10_000);
+  tracer.close();
+  assert.equal(await waiting, false);
+  assert.ok(performance.now() - started < 1000, "close() did not end the wait");
+}));

@@ -9,30 +9,18 @@ import { libbpf } from "../bpf/libbpf.ts";
 import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
-import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
-import { encodePprofGzip } from "../output/pprof.ts";
-import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
 import { checkWritable, writeAtomically } from "../record/output_file.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
-import { spawnDemo } from "../../support/demo/demo_workload.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
-import { progressReporter } from "./report_command.ts";
 import { StatusLine } from "./status_line.ts";
+import { CommandError } from "./command_error.ts";
+
+export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
-
-/** A failure the user can act on; printed without a stack trace. */
-export class CommandError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode = 1) {
-    super(message);
-    this.name = "CommandError";
-    this.exitCode = exitCode;
-  }
-}
 
 /** Checks that need no BPF: fail before anything starts. */
 export function preflight(args: RecordArgs): void {
@@ -115,7 +103,9 @@ export async function recordCommand(argv: string[]): Promise<number> {
   preflight(args);
 
   const status = new StatusLine();
-  const spawn = args.demo ? () => spawnDemo(args.durationSeconds ?? 5) : args.command.length > 0
+  // Loaded only when used, like the output formats below: every module costs start-up time.
+  const demo = args.demo ? await import("../../support/demo/demo_workload.ts") : null;
+  const spawn = demo ? () => demo.spawnDemo(args.durationSeconds ?? 5) : args.command.length > 0
     ? () => {
       try {
         return new Deno.Command(args.command[0]!, { args: args.command.slice(1), stdin: "inherit" }).spawn();
@@ -154,7 +144,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
   });
   status.clear();
 
-  const data = encodeProfile(result.profile, args, target, status);
+  const data = await encodeProfile(result.profile, args, target, status);
   status.update(`writing ${args.output}`);
   writeAtomically(args.output, data);
   status.clear();
@@ -186,20 +176,24 @@ export async function recordCommand(argv: string[]): Promise<number> {
 }
 
 /** The profile in the requested format; long conversions show progress on the status line. */
-function encodeProfile(
+async function encodeProfile(
   profile: Profile,
   args: RecordArgs,
   target: string,
   status: StatusLine,
-): Uint8Array | string {
+): Promise<Uint8Array | string> {
   switch (args.format) {
     case "pprof":
-      return encodePprofGzip(profile);
+      return (await import("../output/pprof.ts")).encodePprofGzip(profile);
     case "folded":
       return formatFolded(profile);
     case "speedscope":
-      return formatSpeedscope(profile, { name: `omniprof: ${target}` });
+      return (await import("../output/speedscope.ts")).formatSpeedscope(profile, {
+        name: `omniprof: ${target}`,
+      });
     case "html": {
+      const { formatFlamegraphHtml } = await import("../output/html/flamegraph.ts");
+      const { progressReporter } = await import("./report_command.ts");
       const html = formatFlamegraphHtml(profile, {
         title: `CPU profile of ${target}`,
         onProgress: progressReporter(status, `writing ${args.output}`),

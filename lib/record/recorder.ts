@@ -1,6 +1,6 @@
 /**
  * A running recording that can be read while it runs: the tracer, the process manager and the stack
- * table, drained on a timer. One-shot sessions (`record`) take one profile at the end; long-running ones
+ * table, drained when BPF asks (process events) and on a slow timer (traces). One-shot sessions (`record`) take one profile at the end; long-running ones
  * (`top`, `agent`) take a profile per interval with `takeProfile({ reset: true })`, which keeps the
  * symbol caches warm between intervals.
  *
@@ -17,7 +17,7 @@ import type { Profile } from "../profile/profile.ts";
 import { type ProcessListener, ProcessManager } from "../process/process_manager.ts";
 import { KernelSymbols } from "../symbolize/kallsyms.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
-import type { Pid } from "../types.ts";
+import type { KernelAddress, Pid } from "../types.ts";
 import { buildProfile } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
@@ -36,9 +36,11 @@ export interface RecorderProgress {
   unwindBytes: number;
 }
 
-// Often enough that a short-lived process's exec event is handled while it still runs; rarely enough
-// that the timer itself costs little.
-const DRAIN_INTERVAL_MS = 10;
+// Traces wait this long at most; process events that must be handled while the process runs wake the
+// recorder at once (and a ring buffer half full does too, so traces are not lost).
+const DRAIN_INTERVAL_MS = 200;
+// Under a storm of process events, drains still happen at most this often.
+const MIN_WAKEUP_GAP_MS = 2;
 /** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
 const TRIE_ENTRY_BYTES = 72;
 
@@ -49,7 +51,7 @@ export class Recorder {
   readonly unwinding: NativeUnwinding;
   readonly interpreters: InterpreterManager;
   #table: StackTable;
-  #drainTimer: ReturnType<typeof setInterval>;
+  #draining = true;
   #started = performance.now();
   #setupStart: number;
   #intervalStartNs = Date.now() * 1e6;
@@ -71,7 +73,7 @@ export class Recorder {
     this.interpreters = interpreters;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
-    this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
+    this.#drainLoop();
   }
 
   /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
@@ -117,7 +119,23 @@ export class Recorder {
     return this.#table.firstSampleKtimeNs < 0 ? null : this.#table.firstSampleKtimeNs;
   }
 
-  /** Moves what BPF has recorded into the stack table. Runs on a timer; call it to catch up now. */
+  /** Drains whenever BPF wakes the recorder, and every DRAIN_INTERVAL_MS, until stopped. */
+  async #drainLoop(): Promise<void> {
+    let last = performance.now();
+    while (this.#draining) {
+      const woken = await this.tracer.waitForWakeup(last + DRAIN_INTERVAL_MS - performance.now());
+      if (!this.#draining) return;
+      const gap = performance.now() - last;
+      if (woken && gap < MIN_WAKEUP_GAP_MS) {
+        await new Promise((resolve) => setTimeout(resolve, MIN_WAKEUP_GAP_MS - gap));
+        if (!this.#draining) return;
+      }
+      this.drain();
+      last = performance.now();
+    }
+  }
+
+  /** Moves what BPF has recorded into the stack table. Runs by itself; call it to catch up now. */
   drain(): void {
     this.tracer.drain(this.#table);
     this.#table.endDrain();
@@ -160,14 +178,27 @@ export class Recorder {
     return profile;
   }
 
-  /** /proc/kallsyms, read once and only when a profile has kernel frames (it is large). */
+  /**
+   * /proc/kallsyms, read only when a profile has kernel frames (it is large): at first only the symbols
+   * of this profile's kernel addresses; if a later profile needs others, the whole table, once.
+   */
   #kernelSymbols(): KernelSymbols | null {
-    if (this.#kernel === undefined) {
-      try {
-        this.#kernel = KernelSymbols.load();
-      } catch {
-        this.#kernel = null;
+    const addresses: KernelAddress[] = [];
+    for (const stack of this.#table.stacks()) {
+      for (const frame of stack.frames) {
+        if (frame.addressKind !== "kernel") continue;
+        // As the profile builder looks them up: a return address by its call.
+        addresses.push((frame.returnAddress ? frame.address - 1 : frame.address) as KernelAddress);
       }
+    }
+    try {
+      if (this.#kernel === undefined) {
+        this.#kernel = KernelSymbols.loadFor(addresses);
+      } else if (this.#kernel !== null && !addresses.every((address) => this.#kernel!.covers(address))) {
+        this.#kernel = KernelSymbols.load();
+      }
+    } catch {
+      this.#kernel = null;
     }
     return this.#kernel;
   }
@@ -178,7 +209,8 @@ export class Recorder {
 
   /** Stops sampling and drains what is left; the recorder stays readable. */
   stop(): void {
-    clearInterval(this.#drainTimer);
+    this.#draining = false;
+    this.tracer.interruptWait();
     this.tracer.stopSampling();
     this.drain();
   }
@@ -187,7 +219,7 @@ export class Recorder {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    clearInterval(this.#drainTimer);
+    this.#draining = false;
     this.interpreters.close();
     this.tracer.close();
     this.processes.close();

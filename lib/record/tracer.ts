@@ -7,7 +7,10 @@
  * ```ts ignore
  * import { Tracer } from "./tracer.ts";
  * using tracer = Tracer.start({ frequencyHz: 99 });
- * setInterval(() => tracer.drain(sink), 10);
+ * while (running) {
+ *   await tracer.waitForWakeup(200);
+ *   tracer.drain(sink);
+ * }
  * ```
  *
  * @module
@@ -17,6 +20,7 @@ import { BpfObject } from "../bpf/object.ts";
 import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
+import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import type { Pid } from "../types.ts";
@@ -83,6 +87,7 @@ export class Tracer {
   #links: BpfLink[] = [];
   #reader: RingBufferReader | null = null;
   #sampling = false;
+  #waiter: RingBufferWaiter | null = null;
   #closed = false;
 
   private constructor(object: BpfObject, cpus: number[], periodNs: number) {
@@ -142,6 +147,7 @@ export class Tracer {
       for (const pid of options.followChildrenOf ?? []) setFilter(pid, PidFilterFlag.FollowChildren);
 
       tracer.#reader = new RingBufferReader(object.map("events").fd, ringBytes);
+      tracer.#waiter = new RingBufferWaiter(object.map("events").fd);
       // Process events first, so that no sampled process can start unseen.
       for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"]) {
         tracer.#links.push(object.program(name).attach());
@@ -180,6 +186,19 @@ export class Tracer {
     }
   }
 
+  /**
+   * Resolves when BPF asks for a drain (true: a process event the host must handle soon, or a ring buffer
+   * half full), or after `timeoutMs` or {@linkcode interruptWait} (false). One wait at a time.
+   */
+  waitForWakeup(timeoutMs: number): Promise<boolean> {
+    return this.#waiter?.wait(timeoutMs) ?? Promise.resolve(false);
+  }
+
+  /** Ends a pending {@linkcode waitForWakeup} and makes later ones return at once. */
+  interruptWait(): void {
+    this.#waiter?.interrupt();
+  }
+
   /** Stops sampling (detaches the perf events) but keeps the ring buffer readable for a last drain. */
   stopSampling(): void {
     for (const link of this.#links) link.close();
@@ -207,6 +226,8 @@ export class Tracer {
     if (this.#closed) return;
     this.#closed = true;
     this.stopSampling();
+    this.#waiter?.close();
+    this.#waiter = null;
     this.#reader?.close();
     this.#reader = null;
     this.#object.close();

@@ -141,3 +141,99 @@ Deno.test("parse() reports zeroed addresses instead of resolving them", () => {
   assert.equal(symbols.lookup(0x81000000 as KernelAddress), null);
   assert.equal(KernelSymbols.parse("").addressesHidden, false);
 });
+
+Deno.test({
+  name: "loadFor() of the real /proc/kallsyms resolves its addresses as parse() does, for less",
+  ignore: real.text === null,
+  fn() {
+    const text = real.text ?? "";
+    const full = KernelSymbols.parse(text);
+    const starts = textSymbols(text).map((line) => line.low);
+    let seed = 7;
+    const next = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    // Symbol starts, addresses inside symbols, module symbols, and the extremes.
+    const wanted: number[] = [0, 0x1000, 0xffffffff];
+    for (let i = 0; i < 500; i++) wanted.push(((starts[next() % starts.length] ?? 0) + (next() % 96)) >>> 0);
+    for (const line of textSymbols(text).filter((l) => l.module !== null).slice(0, 200)) {
+      wanted.push(line.low);
+    }
+    const t0 = performance.now();
+    const partial = KernelSymbols.loadFor(wanted as KernelAddress[]);
+    const partialMs = performance.now() - t0;
+    const t1 = performance.now();
+    KernelSymbols.load();
+    console.log(
+      `kallsyms: loadFor(${wanted.length} addresses) ${
+        partialMs.toFixed(1)
+      } ms, ${partial.size} symbols kept; ` +
+        `load() ${(performance.now() - t1).toFixed(1)} ms`,
+    );
+    assert.ok(partial.size <= wanted.length);
+    for (const address of wanted) {
+      assert.deepEqual(partial.lookup(address as KernelAddress), full.lookup(address as KernelAddress));
+      assert.ok(partial.covers(address as KernelAddress));
+    }
+  },
+});
+
+Deno.test("parseFor() keeps the symbols of its addresses and knows where they end", () => {
+  const text = [
+    "ffffffffc0a02000 t bpf_prog_6deef7357e7b4530_sd_fw_egress\t[bpf]",
+    "ffffffff81000000 T _stext",
+    "ffffffff81000000 T srso_alias_untrain_ret",
+    "ffffffff81000000 T __other_alias",
+    "ffffffffc0400000 t ext4_fill_super\t[ext4]",
+    "ffffffffc0400800 T ext4_sync_fs\t[ext4]",
+    "ffffffff81002000 t do_syscall_64",
+    "ffffffff81003000 W weak_fn",
+    "ffffffff82000000 D some_data",
+    "0000000000000000 A fixed_percpu_data",
+    "ffff888000000000 t below_the_top_half",
+    "ffffffff81004000 t last_in_image",
+  ].join("\n");
+  const bytes = new TextEncoder().encode(text);
+  const wanted = [0x81000004, 0x81002010, 0x81002020, 0xc0400900, 0xc0a02040, 0x80ffffff] as KernelAddress[];
+  const partial = KernelSymbols.parseFor(bytes, wanted);
+  const full = KernelSymbols.parse(text);
+  for (const address of wanted) assert.deepEqual(partial.lookup(address), full.lookup(address), `${address}`);
+  assert.equal(partial.size, 4);
+  assert.deepEqual(partial.lookup(0x81000004 as KernelAddress), {
+    name: "srso_alias_untrain_ret",
+    module: null,
+    offset: 4,
+  });
+  // Within a kept symbol: known; in a symbol nobody asked for: not.
+  assert.deepEqual(partial.lookup(0x81002ff0 as KernelAddress)?.name, "do_syscall_64");
+  assert.ok(partial.covers(0x81002ff0 as KernelAddress));
+  assert.equal(partial.lookup(0x81003000 as KernelAddress), null);
+  assert.equal(partial.covers(0x81003000 as KernelAddress), false);
+  // Below every symbol: asked for, so known to be nothing.
+  assert.ok(partial.covers(0x80ffffff as KernelAddress));
+  // The last symbol of a module extends to the end of the address space, as in parse().
+  assert.deepEqual(partial.lookup(0xc0a02040 as KernelAddress), full.lookup(0xc0a02040 as KernelAddress));
+  assert.ok(partial.covers(0xfffffff0 as KernelAddress));
+});
+
+Deno.test("loadFor() reads a file in chunks without losing lines that straddle them", () => {
+  // Well over the 64 KiB read size, with lines of varied length so that chunk ends fall mid-line.
+  const lines: string[] = [];
+  for (let i = 0; i < 6000; i++) {
+    const address = (0x81000000 + i * 0x40).toString(16);
+    lines.push(`ffffffff${address} ${i % 3 === 0 ? "T" : "t"} fn_${i}_${"x".repeat(i % 37)}`);
+  }
+  lines.push("ffffffffc0400000 t modfn\t[some_module]");
+  const text = lines.join("\n") + "\n";
+  const dir = Deno.makeTempDirSync();
+  try {
+    Deno.writeTextFileSync(`${dir}/kallsyms`, text);
+    const wanted: KernelAddress[] = [];
+    for (let i = 0; i < 6000; i += 7) wanted.push((0x81000000 + i * 0x40 + (i % 0x40)) as KernelAddress);
+    wanted.push(0xc0400010 as KernelAddress);
+    const partial = KernelSymbols.loadFor(wanted, `${dir}/kallsyms`);
+    const full = KernelSymbols.parse(text);
+    for (const address of wanted) assert.deepEqual(partial.lookup(address), full.lookup(address));
+    assert.equal(partial.lookup(0xc0400010 as KernelAddress)?.module, "some_module");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -1,6 +1,6 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open), mmap
- * for ring buffers, ioctl, open/close for pinned file descriptors, and errno.
+ * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, and errno.
  *
  * @example
  * ```ts
@@ -27,6 +27,11 @@ const symbols = {
   vsnprintf: { parameters: ["buffer", "usize", "pointer", "pointer"], result: "i32" },
   sysconf: { parameters: ["i32"], result: "i64" },
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  epoll_create1: { parameters: ["i32"], result: "i32" },
+  epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  // Runs on a worker thread and returns a Promise, so waiting never blocks the event loop.
+  epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
   setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 

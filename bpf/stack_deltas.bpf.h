@@ -51,9 +51,9 @@ static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
   return 0;
 }
 
-// The rule for `vaddr` of file `file_id`: the unwind_info field of the last delta at or before it.
-// Returns -1 when the file has no table for the address.
-static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+// The rule for `vaddr` of file `file_id` from the tables: the unwind_info field of the last delta at or
+// before it. Returns -1 when the file has no table for the address.
+static __always_inline int search_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
 {
   struct stack_delta_page_key key = {.file_id = file_id, .page = vaddr >> STACK_DELTA_PAGE_BITS};
   struct stack_delta_page_info *page = bpf_map_lookup_elem(&stack_delta_page_to_info, &key);
@@ -84,6 +84,38 @@ static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *u
     return -1;
   *unwind_info = delta->unwind_info;
   *addr_low = delta->addr_low;
+  return 0;
+}
+
+static __always_inline struct rule_cache_entry *rule_cache_slot(__u64 file_id, __u64 vaddr)
+{
+  __u32 zero = 0;
+  struct rule_cache *cache = bpf_map_lookup_elem(&rule_cache, &zero);
+  if (!cache)
+    return 0;
+  // Fibonacci hashing: the top bits of the product mix every bit of the address and the file.
+  __u64 hash = (vaddr ^ (file_id << 40) ^ (file_id >> 24)) * 0x9e3779b97f4a7c15ULL;
+  return &cache->entries[hash >> (64 - RULE_CACHE_BITS)];
+}
+
+// The rule for `vaddr` of file `file_id`, from this CPU's cache or else the tables.
+// Returns -1 when the file has no table for the address.
+static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+{
+  struct rule_cache_entry *slot = rule_cache_slot(file_id, vaddr);
+  if (slot && slot->file_id == file_id && slot->lookup == vaddr) {
+    *unwind_info = slot->unwind_info;
+    *addr_low = slot->addr_low;
+    return 0;
+  }
+  if (search_unwind_info(file_id, vaddr, unwind_info, addr_low))
+    return -1;
+  if (slot) {
+    slot->file_id = file_id;
+    slot->lookup = vaddr;
+    slot->unwind_info = *unwind_info;
+    slot->addr_low = *addr_low;
+  }
   return 0;
 }
 

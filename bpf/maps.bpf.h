@@ -57,8 +57,20 @@ struct rule_cache_entry {
   __u32 pad;
 };
 
+// Rows the binary search reads with one copy once it has narrowed a page down to that many.
+#define DELTA_WINDOW_BITS 5
+#define DELTA_WINDOW (1 << DELTA_WINDOW_BITS)
+
+// A row of a file's delta array as the kernel lays it out: array elements are 8-byte aligned.
+struct stack_delta_slot {
+  struct stack_delta delta;
+  __u32 pad;
+};
+
 struct rule_cache {
   struct rule_cache_entry entries[RULE_CACHE_ENTRIES];
+  // Scratch for the last rows of a binary search (too large for the BPF stack).
+  struct stack_delta_slot window[DELTA_WINDOW];
 };
 
 struct rule_cache_map {

@@ -41,6 +41,45 @@ struct metrics_map {
   __type(value, __u64);
 };
 
+// A per-CPU direct-mapped cache of rules found in the stack deltas, keyed by file and looked-up address.
+// Most samples unwind return addresses seen before, and a rule found in the tables costs a page lookup,
+// a hash-of-maps lookup and a binary search, each touching cache lines that other work evicted since the
+// last sample; a hit touches one entry. File ids are never reused and a file's tables never change while
+// it is loaded, so an entry never goes stale.
+#define RULE_CACHE_BITS 9
+#define RULE_CACHE_ENTRIES (1 << RULE_CACHE_BITS)
+
+struct rule_cache_entry {
+  __u64 file_id; // 0: empty (no file has id 0)
+  __u64 lookup;  // the looked-up ELF virtual address
+  __u16 unwind_info;
+  __u16 addr_low;
+  __u32 pad;
+};
+
+// Rows the binary search reads with one copy once it has narrowed a page down to that many.
+#define DELTA_WINDOW_BITS 5
+#define DELTA_WINDOW (1 << DELTA_WINDOW_BITS)
+
+// A row of a file's delta array as the kernel lays it out: array elements are 8-byte aligned.
+struct stack_delta_slot {
+  struct stack_delta delta;
+  __u32 pad;
+};
+
+struct rule_cache {
+  struct rule_cache_entry entries[RULE_CACHE_ENTRIES];
+  // Scratch for the last rows of a binary search (too large for the BPF stack).
+  struct stack_delta_slot window[DELTA_WINDOW];
+};
+
+struct rule_cache_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rule_cache);
+};
+
 struct pid_filter_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, PID_FILTER_MAX_ENTRIES);
@@ -179,6 +218,7 @@ extern struct progs_map progs SEC(".maps");
 extern struct trace_scratch_map trace_scratch SEC(".maps");
 extern struct unwind_state_map unwind_state SEC(".maps");
 extern struct metrics_map metrics SEC(".maps");
+extern struct rule_cache_map rule_cache SEC(".maps");
 // Processes to sample when tracer_config.filter_pids is set, keyed by process id.
 extern struct pid_filter_map pid_filter SEC(".maps");
 

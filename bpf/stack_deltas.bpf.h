@@ -51,9 +51,14 @@ static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
   return 0;
 }
 
-// The rule for `vaddr` of file `file_id`: the unwind_info field of the last delta at or before it.
-// Returns -1 when the file has no table for the address.
-static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+// The rule for `vaddr` of file `file_id` from the tables: the unwind_info field of the last delta at or
+// before it. Returns -1 when the file has no table for the address.
+//
+// Each step of a binary search through the file's array is a map lookup (a helper call through the
+// inner map's operations, on a line no other sample touched lately), so once the page's range is down
+// to DELTA_WINDOW rows they are copied into `cache->window` at once and searched there.
+static __always_inline int search_unwind_info(struct rule_cache *cache, __u64 file_id, __u64 vaddr,
+                                              __u16 *unwind_info, __u16 *addr_low)
 {
   struct stack_delta_page_key key = {.file_id = file_id, .page = vaddr >> STACK_DELTA_PAGE_BITS};
   struct stack_delta_page_info *page = bpf_map_lookup_elem(&stack_delta_page_to_info, &key);
@@ -65,8 +70,8 @@ static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *u
   __u16 target = vaddr & STACK_DELTA_PAGE_MASK;
   __u32 low = page->first_delta;
   __u32 high = low + page->num_deltas; // exclusive
-  for (int i = 0; i < DELTA_SEARCH_STEPS; i++) {
-    if (low + 1 >= high)
+  for (int i = 0; i < DELTA_SEARCH_STEPS - DELTA_WINDOW_BITS; i++) {
+    if (high - low <= DELTA_WINDOW)
       break;
     __u32 middle = (low + high) / 2;
     struct stack_delta *delta = bpf_map_lookup_elem(deltas, &middle);
@@ -77,13 +82,56 @@ static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *u
     else
       high = middle;
   }
-  struct stack_delta *delta = bpf_map_lookup_elem(deltas, &low);
+  // 1..DELTA_WINDOW rows are left (a page has fewer than 2^16, each step above halves them), so the mask
+  // changes nothing; it shows the verifier the bound, which it does not derive from the loop.
+  __u32 count = ((high - low - 1) & (DELTA_WINDOW - 1)) + 1;
+  // Rows low..high-1 are contiguous in the array, which holds every row of the page.
+  struct stack_delta *first = bpf_map_lookup_elem(deltas, &low);
+  if (!first || bpf_probe_read_kernel(cache->window, count * sizeof(struct stack_delta_slot), first))
+    return -1;
+  __u32 row = 0;
+  __u32 end = count;
+  for (int i = 0; i < DELTA_WINDOW_BITS; i++) {
+    if (row + 1 >= end)
+      break;
+    __u32 middle = (row + end) / 2;
+    if (cache->window[middle & (DELTA_WINDOW - 1)].delta.addr_low <= target)
+      row = middle;
+    else
+      end = middle;
+  }
+  struct stack_delta *delta = &cache->window[row & (DELTA_WINDOW - 1)].delta;
   // The host starts every page with the rule in force at its first byte, so this only fails on a
   // corrupt table.
-  if (!delta || delta->addr_low > target)
+  if (delta->addr_low > target)
     return -1;
   *unwind_info = delta->unwind_info;
   *addr_low = delta->addr_low;
+  return 0;
+}
+
+// The rule for `vaddr` of file `file_id`, from this CPU's cache or else the tables.
+// Returns -1 when the file has no table for the address.
+static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+{
+  __u32 zero = 0;
+  struct rule_cache *cache = bpf_map_lookup_elem(&rule_cache, &zero);
+  if (!cache)
+    return -1;
+  // Fibonacci hashing: the top bits of the product mix every bit of the address and the file.
+  __u64 hash = (vaddr ^ (file_id << 40) ^ (file_id >> 24)) * 0x9e3779b97f4a7c15ULL;
+  struct rule_cache_entry *slot = &cache->entries[hash >> (64 - RULE_CACHE_BITS)];
+  if (slot->file_id == file_id && slot->lookup == vaddr) {
+    *unwind_info = slot->unwind_info;
+    *addr_low = slot->addr_low;
+    return 0;
+  }
+  if (search_unwind_info(cache, file_id, vaddr, unwind_info, addr_low))
+    return -1;
+  slot->file_id = file_id;
+  slot->lookup = vaddr;
+  slot->unwind_info = *unwind_info;
+  slot->addr_low = *addr_low;
   return 0;
 }
 

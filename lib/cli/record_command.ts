@@ -62,12 +62,19 @@ function findExecutable(name: string): string | undefined {
  * The command's executable and the shared libraries it needs (a best effort: DT_NEEDED looked up in its
  * run paths and the default folders), so their unwind tables are ready when it starts.
  */
-function programFiles(name: string): string[] {
+function programFiles(name: string, depth = 0): string[] {
   const executable = findExecutable(name);
   if (!executable) return [];
+  let elf: ElfFile;
+  try {
+    elf = ElfFile.open(executable);
+  } catch {
+    // A script: prepare its interpreter instead (one level: `#!/usr/bin/env python3` -> python3).
+    const interpreter = depth === 0 ? scriptInterpreter(executable) : null;
+    return interpreter === null ? [] : programFiles(interpreter, depth + 1);
+  }
   const files = [executable];
   try {
-    using elf = ElfFile.open(executable);
     const { needed, searchPaths } = dynamicInfo(elf);
     for (const library of needed) {
       for (const dir of [...searchPaths, ...DEFAULT_LIBRARY_DIRS]) {
@@ -82,9 +89,29 @@ function programFiles(name: string): string[] {
       }
     }
   } catch {
-    // not an ELF file (a script): its interpreter is found when it runs
+    // no usable dynamic section: the libraries are found when they run
+  } finally {
+    elf.close();
   }
   return files;
+}
+
+/** The program a `#!` script runs (`#!/usr/bin/env NAME` gives NAME), or null for other files. */
+function scriptInterpreter(path: string): string | null {
+  let head: string;
+  try {
+    using file = Deno.openSync(path);
+    const bytes = new Uint8Array(256);
+    const read = file.readSync(bytes) ?? 0;
+    head = new TextDecoder().decode(bytes.subarray(0, read));
+  } catch {
+    return null;
+  }
+  if (!head.startsWith("#!")) return null;
+  const words = head.slice(2).split("\n")[0]!.trim().split(/\s+/).filter((word) => word.length > 0);
+  if (words.length === 0) return null;
+  if (/(^|\/)env$/.test(words[0]!)) return words.slice(1).find((word) => !word.startsWith("-")) ?? null;
+  return words[0]!;
 }
 
 /** Runs `record` with its arguments; returns the exit code. */

@@ -116,17 +116,9 @@ static __always_inline int python_step(struct trace *trace, struct unwind_state 
   __u64 previous;
   if (read_u64(frame + info->frame_previous, &previous))
     goto failed;
-  if (info->frame_model == 0) {
-    // 3.8-3.10: one C call of the loop runs exactly one PyFrameObject.
-    int pushed = push_python_frame(trace, info, frame);
-    if (pushed == -2)
-      return PYTHON_STEP_WALK_DONE;
-    if (pushed)
-      goto failed;
-    state->python_frame = previous;
-    return PYTHON_STEP_CALL_DONE;
-  }
-  if (info->frame_owner != ABSENT_OFFSET) {
+  // 3.8-3.10: one C call of the loop runs exactly one PyFrameObject.
+  int call_done = info->frame_model == 0;
+  if (!call_done && info->frame_owner != ABSENT_OFFSET) {
     __u8 owner;
     if (bpf_probe_read_user(&owner, sizeof(owner), (void *)(frame + info->frame_owner)))
       goto failed;
@@ -137,7 +129,7 @@ static __always_inline int python_step(struct trace *trace, struct unwind_state 
     }
   }
   __u8 entry = 0;
-  if (info->frame_is_entry != ABSENT_OFFSET &&
+  if (!call_done && info->frame_is_entry != ABSENT_OFFSET &&
       bpf_probe_read_user(&entry, sizeof(entry), (void *)(frame + info->frame_is_entry)))
     goto failed;
   int pushed = push_python_frame(trace, info, frame);
@@ -147,7 +139,7 @@ static __always_inline int python_step(struct trace *trace, struct unwind_state 
     goto failed;
   state->python_frame = previous;
   // 3.11 marks the first frame a C call ran with is_entry.
-  return entry || previous == 0 ? PYTHON_STEP_CALL_DONE : PYTHON_STEP_MORE;
+  return call_done || entry || previous == 0 ? PYTHON_STEP_CALL_DONE : PYTHON_STEP_MORE;
 
 failed:
   metric_increment(METRIC_PYTHON_READ_FAILED);

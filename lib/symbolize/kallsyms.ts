@@ -569,16 +569,20 @@ class WantedSymbolScanner {
   }
 }
 
+/** The value of the hex digit with character code `c`, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  if (c >= 65 && c <= 70) return c - 55;
+  return -1;
+}
+
 /** Parses 8 hex digits at `at`; -1 when any is not a hex digit. */
 function parseHex8(text: string, at: number): number {
   let value = 0;
   for (let i = 0; i < 8; i++) {
-    const c = text.charCodeAt(at + i);
-    let digit: number;
-    if (c >= 48 && c <= 57) digit = c - 48;
-    else if (c >= 97 && c <= 102) digit = c - 87;
-    else if (c >= 65 && c <= 70) digit = c - 55;
-    else return -1;
+    const digit = hexDigit(text.charCodeAt(at + i));
+    if (digit < 0) return -1;
     value = value * 16 + digit;
   }
   return value;
@@ -594,12 +598,8 @@ function isHighHalfBytes(bytes: Uint8Array, at: number): boolean {
 function parseHex8Bytes(bytes: Uint8Array, at: number): number {
   let value = 0;
   for (let i = 0; i < 8; i++) {
-    const c = bytes[at + i] as number;
-    let digit: number;
-    if (c >= 48 && c <= 57) digit = c - 48;
-    else if (c >= 97 && c <= 102) digit = c - 87;
-    else if (c >= 65 && c <= 70) digit = c - 55;
-    else return -1;
+    const digit = hexDigit(bytes[at + i] ?? 0);
+    if (digit < 0) return -1;
     value = value * 16 + digit;
   }
   return value;

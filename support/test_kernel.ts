@@ -23,7 +23,8 @@ import { parseArgs } from "node:util";
 import { findKernel, kernelDir, type KernelImage, missingKernelMessage } from "../kernels/kernel_cache.ts";
 import { buildWorkload, REPO_ROOT } from "../tests/helpers.ts";
 import { ConsoleParser, type GuestReport, type GuestTest, reportFailure } from "./console_markers.ts";
-import { baseFiles, buildInitramfs, findLibrary, type Initramfs } from "./guest_initramfs.ts";
+import { baseFiles, buildInitramfs, findLibrary, type GuestFile, type Initramfs } from "./guest_initramfs.ts";
+import { chainScript } from "../lib/interpreter/python/test_processes.ts";
 
 const WORK_DIR = `${REPO_ROOT}.build/test-kernel/`;
 const BROKEN_VARIANT = "OMNIPROF_BROKEN_FOR_TEST";
@@ -76,6 +77,41 @@ async function run(command: string, args: string[]): Promise<void> {
   }
 }
 
+/**
+ * The system's python3 for the guest's Python check, with the three standard-library files it needs to
+ * start with `-S` (the codec machinery) and the chain script, or null (the check then skips). Its file
+ * name (`python3.X`) is what the profiler recognises.
+ */
+function guestPython(): { executable: string; files: GuestFile[] } | null {
+  let executable: string;
+  try {
+    executable = Deno.realPathSync("/usr/bin/python3");
+  } catch {
+    return null;
+  }
+  const version = /python(3\.\d+)$/.exec(executable)?.[1];
+  if (version === undefined) return null;
+  const encodings = `/usr/lib/python${version}/encodings`;
+  const files: GuestFile[] = [{ path: executable, data: Deno.readFileSync(executable), mode: 0o755 }];
+  try {
+    for (const name of ["__init__.py", "aliases.py", "utf_8.py"]) {
+      files.push({
+        path: `${encodings}/${name}`,
+        data: Deno.readFileSync(`${encodings}/${name}`),
+        mode: 0o644,
+      });
+    }
+  } catch {
+    return null;
+  }
+  files.push({
+    path: "/omniprof/workloads/chain.py",
+    data: new TextEncoder().encode(chainScript().source),
+    mode: 0o644,
+  });
+  return { executable, files };
+}
+
 /** Builds the bundles, the workloads and the initramfs for a run. */
 export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs> {
   const runDir = Deno.makeTempDirSync({ prefix: "omniprof-test-kernel-" });
@@ -106,7 +142,8 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
     ]);
     const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
     const libbpf = await findLibrary("libbpf.so.1");
-    const base = await baseFiles([libbpf], [chain]);
+    const python = guestPython();
+    const base = await baseFiles([libbpf], python ? [chain, python.executable] : [chain]);
     const suiteArgs = options.only.length > 0 ? ["--only", options.only.join(",")] : [];
     return await buildInitramfs(WORK_DIR, base, {
       init: initScript(suiteArgs),
@@ -118,6 +155,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
           mode: 0o644,
         },
         { path: "/omniprof/workloads/chain", data: Deno.readFileSync(chain), mode: 0o755 },
+        ...(python?.files ?? []),
       ],
     });
   } finally {

@@ -377,6 +377,86 @@ const recordChain: GuestCheck = {
   },
 };
 
+/** The Python interpreter the image holds (`/usr/bin/python3.X`), or null. */
+function guestPython(): string | null {
+  try {
+    for (const entry of Deno.readDirSync("/usr/bin")) {
+      if (/^python3\.\d+$/.test(entry.name)) return `/usr/bin/${entry.name}`;
+    }
+  } catch {
+    // no /usr/bin
+  }
+  return null;
+}
+
+/**
+ * `record -p` on a CPython process running main -> pa -> pb -> pc: the native unwinder hands the eval
+ * loop to the Python unwinder, which must load, be tail-called and find the thread's frames on this
+ * kernel (fsbase through CO-RE, the thread-specific data through user memory reads).
+ */
+const recordPython: GuestCheck = {
+  name: "record-python",
+  async run(context) {
+    const python = guestPython();
+    if (python === null) throw new CheckSkipped("the image has no python3 (the host had none)");
+    const folded = "/tmp/omniprof-python.folded";
+    const stats = "/tmp/omniprof-python.json";
+    const workload = new Deno.Command(python, {
+      args: ["-S", "-u", `${context.workloads}/chain.py`],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    let run: CliRun;
+    try {
+      // The script prints "ready" once its frames are in place.
+      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let printed = "";
+      while (!printed.includes("ready")) {
+        const { value, done } = await reader.read();
+        if (done) throw new CheckFailure(`${python} exited before it was ready`);
+        printed += value;
+      }
+      reader.releaseLock();
+      run = await context.runCli([
+        "record",
+        "-p",
+        String(workload.pid),
+        "-d",
+        "2",
+        "-o",
+        folded,
+        "--stats",
+        stats,
+      ]);
+    } finally {
+      workload.kill("SIGKILL");
+      await workload.status;
+    }
+    expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+    const stacks = parseFolded(Deno.readTextFileSync(folded));
+    const total = countWhere(stacks, () => true);
+    const complete = countWhere(
+      stacks,
+      (stack) => hasChain(stack.frames, ["<module>", "main", "pa", "pb", "pc"]),
+    );
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as { bpf: Record<string, number> };
+    const pythonCounters = Object.fromEntries(
+      Object.entries(counters.bpf).filter(([key]) => key.startsWith("Python")),
+    );
+    const details = [
+      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10).map((s) =>
+        `${s.count} ${s.frames.join(";")}`
+      ),
+      `Python counters: ${JSON.stringify(pythonCounters)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+    ];
+    expect(total >= 20, `only ${total} samples of ${python} in 2 s`, details);
+    expect(complete / total >= 0.9, `${complete}/${total} samples show <module>;main;pa;pb;pc`, details);
+    return `${python.slice("/usr/bin/".length)}: ${complete}/${total} samples show <module>;main;pa;pb;pc ` +
+      `(${(100 * complete / total).toFixed(0)}%), ${counters.bpf.PythonFrames} Python frames from BPF`;
+  },
+};
+
 /** Every check, in the order the suite runs them. */
 export function guestChecks(context: SuiteContext): GuestCheck[] {
   return [
@@ -391,5 +471,6 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     processEvents,
     coreFields,
     recordChain,
+    recordPython,
   ];
 }

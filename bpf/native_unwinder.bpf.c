@@ -234,12 +234,12 @@ __noinline int unwind_frame(void)
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
   int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
   if (!found) {
-    struct pid_page_mapping_info *mapping = lookup_mapping(pid, state->pc);
-    if (mapping) {
-      state->mapping_start = mapping->start;
-      state->mapping_end = mapping->end;
-      state->mapping_file_id = mapping->file_id;
-      state->mapping_bias_and_unwind_program = mapping->bias_and_unwind_program;
+    struct pid_page_mapping_info mapping;
+    if (find_mapping(pid, state->pc, &mapping) == 0) {
+      state->mapping_start = mapping.start;
+      state->mapping_end = mapping.end;
+      state->mapping_file_id = mapping.file_id;
+      state->mapping_bias_and_unwind_program = mapping.bias_and_unwind_program;
       cache_interpreter_ranges(state);
       found = 1;
     }

@@ -7,6 +7,8 @@ struct trace_scratch_map trace_scratch SEC(".maps");
 struct unwind_state_map unwind_state SEC(".maps");
 struct metrics_map metrics SEC(".maps");
 struct rule_cache_map rule_cache SEC(".maps");
+struct mapping_cache_map mapping_cache SEC(".maps");
+struct mapping_generation_map mapping_generation SEC(".maps");
 struct pid_filter_map pid_filter SEC(".maps");
 struct unwind_info_map unwind_info_array SEC(".maps");
 struct stack_delta_pages_map stack_delta_page_to_info SEC(".maps");

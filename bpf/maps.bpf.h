@@ -80,6 +80,43 @@ struct rule_cache_map {
   __type(value, struct rule_cache);
 };
 
+// A per-CPU cache of the trie's answers across samples: a sample of a process that ran recently on this
+// CPU finds its mappings here instead of walking the trie, whose nodes (one allocation each, as deep as
+// the trie of every process's mappings) are mostly out of the cache by the next sample. An entry holds
+// only while mapping_generation is what it was when the entry was filled: the host changes it after
+// every removal from the trie.
+#define MAPPING_CACHE_ENTRIES 8
+
+struct mapping_cache_entry {
+  __u64 generation;
+  __u32 pid; // 0: empty (the idle task is never unwound)
+  __u32 pad;
+  __u64 start;
+  __u64 end;
+  __u64 file_id;
+  __u64 bias_and_unwind_program;
+};
+
+struct mapping_cache {
+  struct mapping_cache_entry entries[MAPPING_CACHE_ENTRIES];
+  __u32 next; // the entry to replace next (round robin)
+  __u32 pad;
+};
+
+struct mapping_cache_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct mapping_cache);
+};
+
+struct mapping_generation_map {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+};
+
 struct pid_filter_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, PID_FILTER_MAX_ENTRIES);
@@ -219,6 +256,9 @@ extern struct trace_scratch_map trace_scratch SEC(".maps");
 extern struct unwind_state_map unwind_state SEC(".maps");
 extern struct metrics_map metrics SEC(".maps");
 extern struct rule_cache_map rule_cache SEC(".maps");
+extern struct mapping_cache_map mapping_cache SEC(".maps");
+// Changed by the host after it removes entries from pid_page_to_mapping_info (see mapping_cache).
+extern struct mapping_generation_map mapping_generation SEC(".maps");
 // Processes to sample when tracer_config.filter_pids is set, keyed by process id.
 extern struct pid_filter_map pid_filter SEC(".maps");
 

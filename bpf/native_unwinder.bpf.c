@@ -57,8 +57,8 @@ static __always_inline int in_interpreter(struct unwind_state *state, __u64 vadd
 }
 
 enum step_result {
-  STEP_CONTINUE = 0,
-  STEP_DONE = 1, // trace->stop_reason is set
+  STEP_CONTINUE = 0, // = FRAME_NEXT
+  STEP_DONE = 1,     // = FRAME_DONE: trace->stop_reason is set
 };
 
 static __always_inline int push_frame(struct trace *trace, __u64 file_id, __u64 address, __u8 flags)
@@ -209,6 +209,71 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
   return STEP_CONTINUE;
 }
 
+// What one frame step asks of the program that runs it.
+enum frame_result {
+  FRAME_NEXT = 0,        // the frame is recorded and pc/sp/fp hold the caller's registers
+  FRAME_DONE = 1,        // the trace is finished: trace->stop_reason says why
+  FRAME_INTERPRETER = 2, // pc is in an interpreter loop: tail-call state->mapping_interpreter first
+};
+
+// Records the frame at state->pc and unwinds it to its caller.
+//
+// A global function (not static, never inlined): the verifier checks it once, on its own, and each call
+// site only against its signature, instead of once per unrolled frame and per path into it; that was
+// most of the time spent loading the unwinder. So it takes no pointers and returns a scalar (what
+// kernels since 5.10 accept) and keeps its state in the per-CPU maps.
+__noinline int unwind_frame(void)
+{
+  struct trace_context tc;
+  if (trace_context_get(&tc))
+    return FRAME_DONE;
+  struct trace *trace = tc.trace;
+  struct unwind_state *state = tc.state;
+  __u32 pid = trace->hdr.pid;
+
+  __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
+  int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
+  if (!found) {
+    struct pid_page_mapping_info mapping;
+    if (find_mapping(pid, state->pc, &mapping) == 0) {
+      state->mapping_start = mapping.start;
+      state->mapping_end = mapping.end;
+      state->mapping_file_id = mapping.file_id;
+      state->mapping_bias_and_unwind_program = mapping.bias_and_unwind_program;
+      cache_interpreter_ranges(state);
+      found = 1;
+    }
+  }
+  if (found && state->mapping_file_id == 0) {
+    // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
+    // follow the frame pointer, and let the host resolve the address.
+    if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+      return stop(trace, UNWIND_STOP_TRUNCATED);
+    state->fp_frames++;
+    return step_frame_pointer(trace, state);
+  }
+  if (found) {
+    __u64 file_id = state->mapping_file_id;
+    __u64 vaddr = state->pc - (state->mapping_bias_and_unwind_program & BIAS_MASK);
+    if (state->interpreter_done) {
+      state->interpreter_done = 0;
+    } else if (state->mapping_interpreter && in_interpreter(state, vaddr)) {
+      // The interpreter's unwinder emits the frames this interpreter loop runs, then hands back with
+      // interpreter_done set so that this native frame is unwound as usual.
+      return FRAME_INTERPRETER;
+    }
+    if (push_frame(trace, file_id, vaddr, ra_flag))
+      return stop(trace, UNWIND_STOP_TRUNCATED);
+    return step_native(trace, state, file_id, vaddr);
+  }
+  if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+    return stop(trace, UNWIND_STOP_TRUNCATED);
+  if (bpf_map_lookup_elem(&known_pids, &pid))
+    report_process(EVENT_KIND_PROCESS_STALE, pid);
+  state->fp_frames++;
+  return step_frame_pointer(trace, state);
+}
+
 SEC("perf_event")
 int unwind_native(struct bpf_perf_event_data *ctx)
 {
@@ -226,53 +291,18 @@ int unwind_native(struct bpf_perf_event_data *ctx)
   }
 
   for (int i = 0; i < FRAMES_PER_RUN; i++) {
-    __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
-    int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
-    if (!found) {
-      struct pid_page_mapping_info *mapping = lookup_mapping(pid, state->pc);
-      if (mapping) {
-        state->mapping_start = mapping->start;
-        state->mapping_end = mapping->end;
-        state->mapping_file_id = mapping->file_id;
-        state->mapping_bias_and_unwind_program = mapping->bias_and_unwind_program;
-        cache_interpreter_ranges(state);
-        found = 1;
+    int result = unwind_frame();
+    if (result == FRAME_INTERPRETER) {
+      if (state->tail_calls < MAX_TAIL_CALLS) {
+        state->tail_calls++;
+        bpf_tail_call(ctx, &progs, state->mapping_interpreter);
       }
+      metric_increment(METRIC_TAIL_CALL_FAILED);
+      // Without the interpreter's frames: unwind the loop's native frame as usual.
+      state->interpreter_done = 1;
+      result = unwind_frame();
     }
-    int result;
-    if (found && state->mapping_file_id == 0) {
-      // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
-      // follow the frame pointer, and let the host resolve the address.
-      if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
-        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
-      state->fp_frames++;
-      result = step_frame_pointer(trace, state);
-    } else if (found) {
-      __u64 file_id = state->mapping_file_id;
-      __u64 vaddr = state->pc - (state->mapping_bias_and_unwind_program & BIAS_MASK);
-      if (state->interpreter_done) {
-        state->interpreter_done = 0;
-      } else if (state->mapping_interpreter && in_interpreter(state, vaddr)) {
-        // The interpreter's unwinder emits the frames this interpreter loop runs, then hands back with
-        // interpreter_done set so that this native frame is unwound as usual.
-        if (state->tail_calls < MAX_TAIL_CALLS) {
-          state->tail_calls++;
-          bpf_tail_call(ctx, &progs, state->mapping_interpreter);
-        }
-        metric_increment(METRIC_TAIL_CALL_FAILED);
-      }
-      if (push_frame(trace, file_id, vaddr, ra_flag))
-        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
-      result = step_native(trace, state, file_id, vaddr);
-    } else {
-      if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
-        return trace_finish(ctx, trace, UNWIND_STOP_TRUNCATED);
-      if (bpf_map_lookup_elem(&known_pids, &pid))
-        report_process(EVENT_KIND_PROCESS_STALE, pid);
-      state->fp_frames++;
-      result = step_frame_pointer(trace, state);
-    }
-    if (result == STEP_DONE)
+    if (result != FRAME_NEXT)
       return trace_finish(ctx, trace, trace->stop_reason);
   }
 

@@ -24,6 +24,43 @@ static __always_inline struct pid_page_mapping_info *lookup_mapping(__u32 pid, _
   return bpf_map_lookup_elem(&pid_page_to_mapping_info, &key);
 }
 
+// The mapping of `pid` that holds `pc`, from this CPU's mapping cache or else the trie; copied into
+// `out` (the trie's value may be freed once the program ends). Returns -1 when no mapping holds it.
+static __always_inline int find_mapping(__u32 pid, __u64 pc, struct pid_page_mapping_info *out)
+{
+  __u32 zero = 0;
+  __u64 *current = bpf_map_lookup_elem(&mapping_generation, &zero);
+  struct mapping_cache *cache = bpf_map_lookup_elem(&mapping_cache, &zero);
+  if (!current || !cache)
+    return -1;
+  // Read before the trie: a removal after this read changes it, so an entry filled from the old trie
+  // is never used.
+  __u64 generation = *(volatile __u64 *)current;
+  for (int i = 0; i < MAPPING_CACHE_ENTRIES; i++) {
+    struct mapping_cache_entry *entry = &cache->entries[i];
+    if (entry->pid == pid && entry->generation == generation && pc >= entry->start && pc < entry->end) {
+      out->start = entry->start;
+      out->end = entry->end;
+      out->file_id = entry->file_id;
+      out->bias_and_unwind_program = entry->bias_and_unwind_program;
+      return 0;
+    }
+  }
+  struct pid_page_mapping_info *mapping = lookup_mapping(pid, pc);
+  if (!mapping)
+    return -1;
+  *out = *mapping;
+  struct mapping_cache_entry *entry = &cache->entries[cache->next & (MAPPING_CACHE_ENTRIES - 1)];
+  cache->next++;
+  entry->generation = generation;
+  entry->pid = pid;
+  entry->start = out->start;
+  entry->end = out->end;
+  entry->file_id = out->file_id;
+  entry->bias_and_unwind_program = out->bias_and_unwind_program;
+  return 0;
+}
+
 static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
 {
   switch (map_id) {

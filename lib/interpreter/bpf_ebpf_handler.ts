@@ -38,7 +38,10 @@ export class BpfEbpfHandler implements EbpfHandler {
     this.#object = object;
     this.#bpfFileIdOf = bpfFileIdOf;
     this.#offsets = object.map("interpreter_offsets");
-    this.#trie = new PidPageMappings(object.map("pid_page_to_mapping_info"));
+    this.#trie = new PidPageMappings(
+      object.map("pid_page_to_mapping_info"),
+      object.map("mapping_generation"),
+    );
   }
 
   updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void {

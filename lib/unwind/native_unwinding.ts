@@ -88,7 +88,10 @@ export class NativeUnwinding implements ProcessListener {
   constructor(object: BpfObject, unwindProgramOf: (file: MappedFile) => number = () => UnwindProgram.Native) {
     this.#unwindProgramOf = unwindProgramOf;
     this.#deltaMaps = new StackDeltaMaps(object);
-    this.#trie = new PidPageMappings(object.map("pid_page_to_mapping_info"));
+    this.#trie = new PidPageMappings(
+      object.map("pid_page_to_mapping_info"),
+      object.map("mapping_generation"),
+    );
     this.#knownPids = object.map("known_pids");
     this.#loadedFiles = object.map("loaded_files");
   }

@@ -4,6 +4,10 @@
  * run there. A mapping becomes a few aligned prefixes (lib/lpm/prefixes.ts); keys hold the pid and the
  * address big-endian so that a prefix of the key's bits is a prefix of (pid, address).
  *
+ * The unwinder keeps the trie's answers per CPU across samples while `mapping_generation` holds the
+ * value it had when they were found; so every change that can make an answer wrong (a removal, a prefix
+ * laid over a mapping) writes a new value there, after the trie has changed.
+ *
  * @module
  */
 import type { BpfMap } from "../bpf/map.ts";
@@ -22,6 +26,9 @@ const ADDRESS_BITS = StackDeltaConstants.BitWidthPage;
 /** Writes and removes a process's entries of the trie. */
 export class PidPageMappings {
   #map: BpfMap;
+  #generation: BpfMap;
+  #generationKey = new Uint8Array(4);
+  #generationValue = new Uint8Array(8);
   #key = new Uint8Array(pidPageMappingKeyLayout.sizeof);
   #keyView = new DataView(this.#key.buffer);
   #value = new Uint8Array(pidPageMappingInfoLayout.sizeof);
@@ -29,8 +36,10 @@ export class PidPageMappings {
   /** Entries currently in the trie. */
   entries = 0;
 
-  constructor(map: BpfMap) {
+  /** `map` is the trie, `generation` the one-entry array the unwinder checks its cached answers against. */
+  constructor(map: BpfMap, generation: BpfMap) {
     this.#map = map;
+    this.#generation = generation;
   }
 
   /** Maps [start, end) of `pid` to `fileId` with `bias` and `unwindProgram`; returns the prefixes used. */
@@ -63,6 +72,8 @@ export class PidPageMappings {
     this.#setKey(pid, prefix);
     this.#map.update(this.#key, this.#value);
     this.entries++;
+    // It may lie inside a mapping the unwinder has cached.
+    this.#changeGeneration();
   }
 
   #setValue(start: number, end: number, fileId: number, bias: number, unwindProgram: number): void {
@@ -77,10 +88,25 @@ export class PidPageMappings {
 
   /** Removes prefixes installed for `pid`. */
   remove(pid: Pid, prefixes: readonly Prefix[]): void {
+    let removed = false;
     for (const prefix of prefixes) {
       this.#setKey(pid, prefix);
-      if (this.#map.delete(this.#key)) this.entries--;
+      if (this.#map.delete(this.#key)) {
+        this.entries--;
+        removed = true;
+      }
     }
+    if (removed) this.#changeGeneration();
+  }
+
+  /**
+   * Writes a random generation rather than a count: the trie has more than one writer (native mappings,
+   * interpreters' areas), and random 64-bit values need no shared counter to differ from every earlier
+   * one.
+   */
+  #changeGeneration(): void {
+    crypto.getRandomValues(this.#generationValue);
+    this.#generation.update(this.#generationKey, this.#generationValue);
   }
 
   #setKey(pid: Pid, prefix: Prefix): void {

@@ -366,6 +366,9 @@ export class PythonInstance extends InstanceStubs {
   /** Writes (or rewrites, when it changed) the process's BPF record. */
   publish(ebpf: EbpfHandler): void {
     if (this.#detached) return;
+    // The runtime's state changes under us (the thread-state key appears once it initialized): read it
+    // as it is now, not from pages cached by an earlier read.
+    this.#memory.clearCache();
     const record = encodePythonProcInfo(this.procInfo());
     const previous = this.#published;
     if (previous !== null && previous.length === record.length && previous.every((b, i) => b === record[i])) {
@@ -373,6 +376,11 @@ export class PythonInstance extends InstanceStubs {
     }
     ebpf.updateProcData("python", this.pid, record);
     this.#published = record;
+    logger.debug("Published the Python record of {pid}: TSD key {key}, TLS offset {tls}", {
+      pid: this.pid,
+      key: this.#tsdKey,
+      tls: this.#tls ?? null,
+    });
   }
 
   override detach(ebpf: EbpfHandler, _pid: Pid): void {

@@ -99,6 +99,8 @@ export class KernelSymbols {
       if (total >= 2 ** 32) throw new RangeError("Cannot parse kallsyms: the input is over 4 GiB");
       filled += count;
       let consumed = scanner.scan(buffer, filled, false);
+      // Reading less of /proc/kallsyms is less for the kernel to generate.
+      if (scanner.done) return scanner.result();
       if (consumed === 0 && filled > MAX_LINE) consumed = filled;
       buffer.copyWithin(0, consumed, filled);
       filled -= consumed;
@@ -392,6 +394,8 @@ class WantedSymbolScanner {
   readonly #lines: Uint8Array;
   readonly #lineLengths: Uint16Array;
   #index = 0;
+  /** Every wanted address has its symbol and where it ends: the rest of the input can be skipped. */
+  #done = false;
   #symbolLines = 0;
   #zeroLines = 0;
   #kept = 0;
@@ -466,7 +470,16 @@ class WantedSymbolScanner {
         j = lo;
       }
       if (j > 0 && low < (next[j - 1] as number)) next[j - 1] = low;
-      if (j === m) continue;
+      if (j === m) {
+        // The kernel image's own symbols come first and sorted, and modules and BPF programs sit above
+        // all of them: past every wanted address in that part, nothing later can be a better symbol.
+        if (!hasTab(bytes, line + 19, lineEnd)) {
+          this.#done = true;
+          rest = end;
+          break;
+        }
+        continue;
+      }
       const current = best[j] as number;
       if (low < current) continue;
       const underscores = underscoresBytes(bytes, line + 19, lineEnd);
@@ -484,6 +497,10 @@ class WantedSymbolScanner {
     this.#zeroLines += zeroLines;
     this.#kept += kept;
     return rest;
+  }
+
+  get done(): boolean {
+    return this.#done;
   }
 
   #keepLine(slot: number, bytes: Uint8Array, start: number, end: number): void {
@@ -603,6 +620,12 @@ function parseHex8Bytes(bytes: Uint8Array, at: number): number {
     value = value * 16 + digit;
   }
   return value;
+}
+
+/** Whether bytes[start, end) hold a tab (a module symbol's "\t[module]"). */
+function hasTab(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (bytes[i] === TAB) return true;
+  return false;
 }
 
 function isZeroHexBytes(bytes: Uint8Array, at: number): boolean {

@@ -237,3 +237,41 @@ Deno.test("loadFor() reads a file in chunks without losing lines that straddle t
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name: "loadFor() of kernel-image addresses only stops reading past them, with the same answers",
+  ignore: real.text === null,
+  fn() {
+    const text = real.text ?? "";
+    const full = KernelSymbols.parse(text);
+    const image = textSymbols(text).filter((line) => line.module === null).map((line) => line.low);
+    image.sort((a, b) => a - b);
+    // Addresses in the lower half of the kernel image: the modules and the upper half need not be read.
+    const wanted: number[] = [];
+    for (let i = 0; i < 300; i++) wanted.push((image[Math.floor((i * image.length) / 600)] ?? 0) + (i % 40));
+    const partial = KernelSymbols.loadFor(wanted as KernelAddress[]);
+    for (const address of wanted) {
+      assert.deepEqual(partial.lookup(address as KernelAddress), full.lookup(address as KernelAddress));
+    }
+  },
+});
+
+Deno.test("parseFor() stops after the kernel image's symbols pass every wanted address", () => {
+  const text = [
+    "ffffffff81000000 T _stext",
+    "ffffffff81001000 t first",
+    "ffffffff81002000 t second",
+    "ffffffff81003000 t third",
+    "ffffffffc0400000 t ext4_fill_super\t[ext4]",
+    // Never real (the image's symbols come sorted, before the modules'): shows the rest is not read.
+    "ffffffff81001800 t unread",
+  ].join("\n");
+  const partial = KernelSymbols.parseFor(new TextEncoder().encode(text), [0x81001900 as KernelAddress]);
+  assert.deepEqual(partial.lookup(0x81001900 as KernelAddress), {
+    name: "first",
+    module: null,
+    offset: 0x900,
+  });
+  assert.ok(partial.covers(0x81001fff as KernelAddress));
+  assert.equal(partial.covers(0x81002000 as KernelAddress), false);
+});

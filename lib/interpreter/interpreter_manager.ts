@@ -93,6 +93,8 @@ export class InterpreterManager {
   #bpfIds = new Map<FileId, number>();
   #programs = new Map<FileId, number>();
   #processes = new Map<Pid, Attached[]>();
+  /** The mappings each attached process was last read with. */
+  #mappings = new Map<Pid, readonly ResolvedMapping[]>();
   #stats = { filesClaimed: 0, filesRefused: 0, attachFailures: 0, symbolizeFailures: 0 };
 
   constructor(
@@ -179,14 +181,38 @@ export class InterpreterManager {
     for (const old of previous) {
       if (!next.includes(old)) this.#detach(pid, old);
     }
-    if (next.length > 0) this.#processes.set(pid, next);
-    else this.#processes.delete(pid);
+    if (next.length > 0) {
+      this.#processes.set(pid, next);
+      this.#mappings.set(pid, mappings);
+    } else {
+      this.#processes.delete(pid);
+      this.#mappings.delete(pid);
+    }
+  }
+
+  /**
+   * Republishes the process's records now. BPF asks (rate-limited) when a record is not usable yet, e.g.
+   * a runtime caught at exec before it created its thread-state key; re-reading the whole process would
+   * wait for the process manager's re-read interval.
+   */
+  refresh(pid: Pid): void {
+    const attached = this.#processes.get(pid);
+    if (attached === undefined) return;
+    const mappings = this.#mappings.get(pid) ?? [];
+    for (const { instance } of attached) {
+      try {
+        instance.synchronizeMappings(this.#ebpf, pid, mappings);
+      } catch (error) {
+        logger.debug("Cannot refresh process {pid}: {error}", { pid, error: errorMessage(error) });
+      }
+    }
   }
 
   /** The process exited: its instances are detached. */
   onExit(pid: Pid): void {
     for (const attached of this.#processes.get(pid) ?? []) this.#detach(pid, attached);
     this.#processes.delete(pid);
+    this.#mappings.delete(pid);
   }
 
   /**

@@ -102,6 +102,8 @@ const NO_FILES: FileRegistry = { fileById: () => undefined, onFileNeeded: () => 
 /** Names interpreter frames while their process lives (the interpreter plug-ins). */
 export interface InterpreterFrames {
   symbolize(pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null;
+  /** BPF found the process's state wanting (e.g. a runtime still starting up): read it again. */
+  refresh?(pid: Pid): void;
 }
 
 const NO_INTERPRETERS: InterpreterFrames = { symbolize: () => null };
@@ -182,9 +184,12 @@ export class StackTable implements RecordSink {
       case EventKind.FileNeeded:
         this.#onFileNeeded(view.getUint32(offset + PROCESS_EVENT_FILE_ID, true));
         break;
-      case EventKind.ProcessStale:
-        this.#processes.onStale(view.getUint32(offset + RECORD_PID, true) as Pid);
+      case EventKind.ProcessStale: {
+        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+        this.#processes.onStale(pid);
+        this.#interpreters.refresh?.(pid);
         break;
+      }
       case EventKind.ProcessExit:
         // Records of the process may still follow in this drain (from other CPUs); forget it after.
         this.#exited.push(view.getUint32(offset + RECORD_PID, true) as Pid);

@@ -95,6 +95,8 @@ export class InterpreterManager {
   #processes = new Map<Pid, Attached[]>();
   /** The mappings each attached process was last read with. */
   #mappings = new Map<Pid, readonly ResolvedMapping[]>();
+  /** Attach failures already logged as warnings (file and reason). */
+  #warned = new Set<string>();
   #stats = { filesClaimed: 0, filesRefused: 0, attachFailures: 0, symbolizeFailures: 0 };
 
   constructor(
@@ -289,10 +291,17 @@ export class InterpreterManager {
       memory?.close();
       this.#stats.attachFailures++;
       // A process that exited, or whose runtime is not initialized yet, is tried again at its next read.
+      // Other failures (a full BPF map, a build the runtime refuses) repeat for every process and every
+      // retry: said once per file and reason, then only counted.
       const properties = { path: file.path, pid, error: errorMessage(error) };
       const message = "Cannot attach to {path} in process {pid}: {error}";
-      if (error instanceof RemoteMemoryError) logger.debug(message, properties);
-      else logger.warn(message, properties);
+      const reason = `${file.key}\0${properties.error.replace(/\d+/g, "#")}`;
+      if (error instanceof RemoteMemoryError || this.#warned.has(reason)) {
+        logger.debug(message, properties);
+      } else {
+        this.#warned.add(reason);
+        logger.warn(message, properties);
+      }
       return null;
     }
   }

@@ -104,3 +104,41 @@ Deno.test({
     );
   },
 });
+
+/** A handler whose per-process map is full, as a BPF hash map refuses an update past max_entries. */
+class FullProcMaps extends MemoryEbpfHandler {
+  override updateProcData(): void {
+    throw new Error("Cannot update map python_procs: No space left on device");
+  }
+}
+
+Deno.test({
+  name: "InterpreterManager survives a full per-process map: the process is counted, not attached",
+  ignore: skip !== null,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    await using python = await startPython(PYTHON, chainScript().source);
+    const interpreters = new InterpreterManager(new FullProcMaps(), new Ids());
+    using processes = new ProcessManager({
+      listener: {
+        onMappings(pid, mappings) {
+          interpreters.prepare(mappings);
+          interpreters.onMappings(pid, mappings);
+        },
+        onExit(pid) {
+          interpreters.onExit(pid);
+        },
+      },
+    });
+    processes.onExec(python.pid);
+    processes.onExec(python.pid); // a retry fails the same way, without throwing
+    assert.equal(interpreters.stats.filesClaimed, 1);
+    assert.equal(interpreters.stats.attachFailures, 2);
+    assert.equal(interpreters.stats.processes, 0);
+    assert.equal(
+      interpreters.symbolize(python.pid, { kind: FrameMarker.Python, fileId: 1, addrOrLine: 0 }),
+      null,
+    );
+  },
+});

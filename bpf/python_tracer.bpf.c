@@ -68,26 +68,54 @@ static __always_inline __u64 current_frame(const struct python_proc_info *info, 
   return frame;
 }
 
-// Records the frame at `frame`: 0, -1 when its memory could not be read, -2 when the trace is full.
-static __always_inline int push_python_frame(struct trace *trace, const struct python_proc_info *info,
-                                             __u64 frame)
+// The end of the last field the walk reads of a frame: the frame holds at least that many bytes, so
+// reading them never touches memory past it. 0 when a field lies beyond PYTHON_FRAME_BYTES.
+static __always_inline __u32 frame_bytes_needed(const struct python_proc_info *info)
 {
-  __u64 code;
-  if (read_u64(frame + info->frame_code, &code) || code == 0)
+  __u32 need = info->frame_previous + 8;
+  if (info->frame_code + 8 > need)
+    need = info->frame_code + 8;
+  if (info->frame_instruction + 8 > need)
+    need = info->frame_instruction + 8;
+  if (info->frame_owner != ABSENT_OFFSET && info->frame_owner + 1 > need)
+    need = info->frame_owner + 1;
+  if (info->frame_is_entry != ABSENT_OFFSET && info->frame_is_entry + 1 > need)
+    need = info->frame_is_entry + 1;
+  return need <= PYTHON_FRAME_BYTES ? need : 0;
+}
+
+// Fields of the frame read into state->python_frame_bytes (offsets below PYTHON_FRAME_BYTES).
+static __always_inline __u64 frame_u64(const struct unwind_state *state, __u16 offset)
+{
+  return *(const __u64 *)&state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+}
+
+static __always_inline __s32 frame_s32(const struct unwind_state *state, __u16 offset)
+{
+  return *(const __s32 *)&state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+}
+
+static __always_inline __u8 frame_u8(const struct unwind_state *state, __u16 offset)
+{
+  return state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+}
+
+// Records the frame whose fields are in state->python_frame_bytes: 0, -1 when its code object could not
+// be read, -2 when the trace is full.
+static __always_inline int push_python_frame(struct trace *trace, const struct unwind_state *state,
+                                             const struct python_proc_info *info)
+{
+  __u64 code = frame_u64(state, info->frame_code);
+  if (code == 0)
     return -1;
   __s64 offset;
   if (info->instruction_model <= 1) {
-    __s32 lasti;
-    if (bpf_probe_read_user(&lasti, sizeof(lasti), (void *)(frame + info->frame_instruction)))
-      return -1;
+    __s32 lasti = frame_s32(state, info->frame_instruction);
     // 3.10 counts code units of 2 bytes.
     offset = info->instruction_model == 1 ? (__s64)lasti * 2 : lasti;
   } else {
-    __u64 instruction;
-    if (read_u64(frame + info->frame_instruction, &instruction))
-      return -1;
     __u16 adaptive = info->code_code_adaptive == ABSENT_OFFSET ? 0 : info->code_code_adaptive;
-    offset = (__s64)(instruction - (code + adaptive));
+    offset = (__s64)(frame_u64(state, info->frame_instruction) - (code + adaptive));
   }
   __s32 first_line;
   if (bpf_probe_read_user(&first_line, sizeof(first_line), (void *)(code + info->code_firstlineno)))
@@ -113,26 +141,22 @@ static __always_inline int python_step(struct trace *trace, struct unwind_state 
   __u64 frame = state->python_frame;
   if (frame == 0)
     return PYTHON_STEP_WALK_DONE;
-  __u64 previous;
-  if (read_u64(frame + info->frame_previous, &previous))
+  __u32 need = frame_bytes_needed(info);
+  if (need == 0 || need > PYTHON_FRAME_BYTES ||
+      bpf_probe_read_user(state->python_frame_bytes, need, (void *)frame))
     goto failed;
+  __u64 previous = frame_u64(state, info->frame_previous);
   // 3.8-3.10: one C call of the loop runs exactly one PyFrameObject.
   int call_done = info->frame_model == 0;
   if (!call_done && info->frame_owner != ABSENT_OFFSET) {
-    __u8 owner;
-    if (bpf_probe_read_user(&owner, sizeof(owner), (void *)(frame + info->frame_owner)))
-      goto failed;
-    if (owner == PYTHON_FRAME_OWNED_BY_CSTACK) {
+    if (frame_u8(state, info->frame_owner) == PYTHON_FRAME_OWNED_BY_CSTACK) {
       // 3.12+: the shim frame the loop pushes on entry ends this C call's frames.
       state->python_frame = previous;
       return PYTHON_STEP_CALL_DONE;
     }
   }
-  __u8 entry = 0;
-  if (!call_done && info->frame_is_entry != ABSENT_OFFSET &&
-      bpf_probe_read_user(&entry, sizeof(entry), (void *)(frame + info->frame_is_entry)))
-    goto failed;
-  int pushed = push_python_frame(trace, info, frame);
+  __u8 entry = !call_done && info->frame_is_entry != ABSENT_OFFSET && frame_u8(state, info->frame_is_entry);
+  int pushed = push_python_frame(trace, state, info);
   if (pushed == -2)
     return PYTHON_STEP_WALK_DONE;
   if (pushed)

@@ -260,6 +260,9 @@ struct pid_page_mapping_info {
 
 enum interpreter_constants {
   INTERPRETER_RANGES = 2, // e.g. _PyEval_EvalFrameDefault and its gcc-split .cold part
+  // The most of a Python frame the unwinder reads: every field it needs lies in the first 112 bytes of
+  // PyFrameObject (3.8-3.10) or _PyInterpreterFrame (3.11+). A power of two (offsets are masked).
+  PYTHON_FRAME_BYTES = 128,
 };
 
 // Where an interpreter's loop lies in one of its files (interpreter_offsets, keyed by file id): when the
@@ -353,6 +356,9 @@ struct unwind_state {
   __u8 python_walk;          // enum python_walk
   __u8 pad2[5];
   __u64 python_frame;        // the next Python frame to emit (PyFrameObject or _PyInterpreterFrame)
+  // The fields of the frame being recorded, read in one go (one user-memory read instead of one per
+  // field); the slack lets a masked offset load 8 bytes without leaving the array.
+  __u8 python_frame_bytes[PYTHON_FRAME_BYTES + 8];
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

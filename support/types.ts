@@ -321,7 +321,8 @@ export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode
 
 /** Values of C `enum interpreter_constants`. */
 export const InterpreterConstants = {
-  Ranges: 2,
+  InterpreterRanges: 2,
+  PythonFrameBytes: 128,
 } as const;
 /** One value of {@linkcode InterpreterConstants}. */
 export type InterpreterConstants = (typeof InterpreterConstants)[keyof typeof InterpreterConstants];

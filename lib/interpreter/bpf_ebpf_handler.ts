@@ -46,9 +46,9 @@ export class BpfEbpfHandler implements EbpfHandler {
 
   updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void {
     const L = interpreterOffsetsLayout;
-    if (ranges.length > InterpreterConstants.Ranges) {
+    if (ranges.length > InterpreterConstants.InterpreterRanges) {
       throw new RangeError(
-        `Cannot store ${ranges.length} interpreter ranges: BPF holds ${InterpreterConstants.Ranges}`,
+        `Cannot store ${ranges.length} interpreter ranges: BPF holds ${InterpreterConstants.InterpreterRanges}`,
       );
     }
     const value = new Uint8Array(L.sizeof);

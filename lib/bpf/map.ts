@@ -136,6 +136,22 @@ export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: num
   }
 }
 
+/**
+ * Writes a u64 (a file id, an address: below 2^53, so exact as a number) little-endian at `offset`,
+ * without BigInt.
+ */
+export function writeU64(view: DataView, offset: number, value: number): void {
+  view.setUint32(offset, value % 0x100000000, true);
+  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
+}
+
+/** Encodes a u64 key (maps keyed by file id). */
+export function u64Key(value: number): Uint8Array<ArrayBuffer> {
+  const key = new Uint8Array(8);
+  writeU64(new DataView(key.buffer), 0, value);
+  return key;
+}
+
 /** Encodes a u32 key (most of omniprof's maps are keyed by a u32). */
 export function u32Key(value: number): Uint8Array<ArrayBuffer> {
   const key = new Uint8Array(4);

@@ -17,7 +17,7 @@
  * @module
  */
 import type { BpfMap } from "../bpf/map.ts";
-import { u32Key } from "../bpf/map.ts";
+import { u32Key, u64Key, writeU64 } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { FileId, Pid } from "../types.ts";
@@ -58,7 +58,7 @@ export class BpfEbpfHandler implements EbpfHandler {
       writeU64(view, L.upper.offset + i * L.upper.elementSize, range.end);
     });
     view.setUint8(L.program.offset, program);
-    this.#offsets.update(fileKey(this.#bpfId(fileId)), value);
+    this.#offsets.update(u64Key(this.#bpfId(fileId)), value);
   }
 
   updateProcData(type: InterpreterType, pid: Pid, data: Uint8Array): void {
@@ -79,7 +79,7 @@ export class BpfEbpfHandler implements EbpfHandler {
 
   deleteInterpreterOffsets(fileId: FileId): void {
     const id = this.#bpfFileIdOf(fileId);
-    if (id !== undefined) this.#offsets.delete(fileKey(id));
+    if (id !== undefined) this.#offsets.delete(u64Key(id));
   }
 
   #bpfId(fileId: FileId): number {
@@ -96,15 +96,4 @@ export class BpfEbpfHandler implements EbpfHandler {
     }
     return map;
   }
-}
-
-function fileKey(id: number): Uint8Array<ArrayBuffer> {
-  const key = new Uint8Array(8);
-  writeU64(new DataView(key.buffer), 0, id);
-  return key;
-}
-
-function writeU64(view: DataView, offset: number, value: number): void {
-  view.setUint32(offset, value % 0x100000000, true);
-  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
 }

@@ -16,7 +16,7 @@
 import { getLogger } from "@logtape/logtape";
 import type { BpfMap } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
-import { u32Key } from "../bpf/map.ts";
+import { u32Key, u64Key } from "../bpf/map.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
@@ -199,7 +199,7 @@ export class NativeUnwinding implements ProcessListener {
   #release(loaded: LoadedFile): void {
     if (--loaded.references > 0) return;
     if (loaded.deltas) this.#deltaMaps.unload(loaded.id, loaded.deltas);
-    if (loaded.tablesDone) this.#loadedFiles.delete(fileKey(loaded.id));
+    if (loaded.tablesDone) this.#loadedFiles.delete(u64Key(loaded.id));
     this.#files.delete(loaded.file.key);
     // The id stays resolvable: traces already drained may still name it.
   }
@@ -267,7 +267,7 @@ export class NativeUnwinding implements ProcessListener {
       if (deltas) this.#deltaMaps.load(id, deltas);
       loaded.deltas = deltas;
       // Only now may the unwinder stop at an address without a delta; until then it uses frame pointers.
-      this.#loadedFiles.update(fileKey(id), new Uint8Array([1]));
+      this.#loadedFiles.update(u64Key(id), new Uint8Array([1]));
     } catch (error) {
       this.#filesFailed++;
       logger.warn("Cannot store unwind tables of {path}: {error}; using frame pointers there", {
@@ -284,10 +284,4 @@ export class NativeUnwinding implements ProcessListener {
       ms: elapsed.toFixed(1),
     });
   }
-}
-
-function fileKey(id: number): Uint8Array<ArrayBuffer> {
-  const key = new Uint8Array(8);
-  new DataView(key.buffer).setUint32(0, id, true);
-  return key;
 }

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { BpfMap } from "../bpf/map.ts";
+import { type BpfMap, writeU64 } from "../bpf/map.ts";
 import { type Prefix, prefixesForRange } from "../lpm/prefixes.ts";
 import type { Pid } from "../types.ts";
 import { encodeBiasAndUnwindProgram } from "../../support/bias_and_unwind_program.ts";
@@ -117,9 +117,4 @@ export class PidPageMappings {
     view.setUint32(page, Math.floor(prefix.value / 0x100000000), false);
     view.setUint32(page + 4, prefix.value % 0x100000000, false);
   }
-}
-
-function writeU64(view: DataView, offset: number, value: number): void {
-  view.setUint32(offset, value % 0x100000000, true);
-  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
 }

@@ -19,7 +19,9 @@ import {
   BPF_MAP_TYPE_ARRAY,
   createMap,
   u32Key,
+  u64Key,
   writeMmapableArray,
+  writeU64,
 } from "../bpf/map.ts";
 import { libc } from "../sys/libc.ts";
 import {
@@ -78,7 +80,7 @@ export class StackDeltaMaps {
       writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
       const value = new Uint8Array(4);
       new DataView(value.buffer).setUint32(0, inner, true);
-      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(fileKey(fileId), value);
+      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(u64Key(fileId), value);
     } finally {
       // The outer map holds the array now.
       libc().fn.close(inner);
@@ -110,7 +112,7 @@ export class StackDeltaMaps {
       writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
       pages.delete(key);
     }
-    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(fileKey(fileId));
+    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(u64Key(fileId));
     this.bytes -= 2 ** deltas.bucket * ARRAY_ELEMENT_SIZE +
       deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }
@@ -124,14 +126,3 @@ export const BUCKETS = {
   smallest: StackDeltaConstants.StackDeltaBucketSmallest,
   largest: StackDeltaConstants.StackDeltaBucketLargest,
 };
-
-function fileKey(fileId: number): Uint8Array<ArrayBuffer> {
-  const key = new Uint8Array(8);
-  writeU64(new DataView(key.buffer), 0, fileId);
-  return key;
-}
-
-function writeU64(view: DataView, offset: number, value: number): void {
-  view.setUint32(offset, value % 0x100000000, true);
-  view.setUint32(offset + 4, Math.floor(value / 0x100000000), true);
-}

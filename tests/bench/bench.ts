@@ -22,6 +22,7 @@ import { enableBpfStats } from "./bpf_programs.ts";
 import { processCpuSeconds, systemCpu } from "./system_cpu.ts";
 import { type Peer, PEERS, signalTree, timeMissing } from "./peers.ts";
 import {
+  alignColumns,
   type BenchRow,
   evaluateTargets,
   formatRatios,
@@ -214,14 +215,8 @@ function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
       row.cpuSeconds === null || samples === 0 ? "-" : (row.cpuSeconds / samples * 1e6).toFixed(0),
     ];
   });
-  const widths = header.map((_, i) => Math.max(header[i]!.length, ...lines.map((line) => line[i]!.length)));
-  const format = (cells: string[]) =>
-    cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)).join("  ");
-  return [
-    format(header),
-    ...lines.map(format),
-    "(CPU includes the same fixed start-up for both; the difference is what Python frames cost)",
-  ].join("\n");
+  return `${alignColumns([header, ...lines])}
+(CPU includes the same fixed start-up for both; the difference is what Python frames cost)`;
 }
 
 /**

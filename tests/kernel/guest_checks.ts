@@ -312,6 +312,39 @@ const coreFields: GuestCheck = {
 };
 
 /**
+ * `record -p PID -d 2` of a running workload once `ready` resolves, writing folded stacks and counters;
+ * the workload is killed afterwards, and a failed recording fails the check with its output.
+ */
+async function recordRunning(
+  context: SuiteContext,
+  workload: Deno.ChildProcess,
+  ready: () => Promise<unknown>,
+  folded: string,
+  stats: string,
+): Promise<CliRun> {
+  let run: CliRun;
+  try {
+    await ready();
+    run = await context.runCli([
+      "record",
+      "-p",
+      String(workload.pid),
+      "-d",
+      "2",
+      "-o",
+      folded,
+      "--stats",
+      stats,
+    ]);
+  } finally {
+    workload.kill("SIGKILL");
+    await workload.status;
+  }
+  expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+  return run;
+}
+
+/**
  * A 2-second `record -p` of the chain workload, already past its start-up: under emulation the dynamic
  * loader's work at start-up is slow enough to take a tenth of a short run, which is not what this
  * measures (the sampling session covers following a command from its first instruction).
@@ -323,25 +356,13 @@ const recordChain: GuestCheck = {
     const stats = "/tmp/omniprof-chain.json";
     const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" })
       .spawn();
-    let run: CliRun;
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      run = await context.runCli([
-        "record",
-        "-p",
-        String(workload.pid),
-        "-d",
-        "2",
-        "-o",
-        folded,
-        "--stats",
-        stats,
-      ]);
-    } finally {
-      workload.kill("SIGKILL");
-      await workload.status;
-    }
-    expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+    const run = await recordRunning(
+      context,
+      workload,
+      () => new Promise((resolve) => setTimeout(resolve, 1000)),
+      folded,
+      stats,
+    );
     const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
     const total = countWhere(stacks, () => true);
     const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
@@ -406,9 +427,8 @@ const recordPython: GuestCheck = {
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    let run: CliRun;
-    try {
-      // The script prints "ready" once its frames are in place.
+    // The script prints "ready" once its frames are in place.
+    const ready = async () => {
       const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
       let printed = "";
       while (!printed.includes("ready")) {
@@ -417,22 +437,8 @@ const recordPython: GuestCheck = {
         printed += value;
       }
       reader.releaseLock();
-      run = await context.runCli([
-        "record",
-        "-p",
-        String(workload.pid),
-        "-d",
-        "2",
-        "-o",
-        folded,
-        "--stats",
-        stats,
-      ]);
-    } finally {
-      workload.kill("SIGKILL");
-      await workload.status;
-    }
-    expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+    };
+    const run = await recordRunning(context, workload, ready, folded, stats);
     const stacks = parseFolded(Deno.readTextFileSync(folded));
     const total = countWhere(stacks, () => true);
     const complete = countWhere(

@@ -78,17 +78,34 @@ function belowEvalLoop(sample: Sample): boolean {
   return evalLoop >= 0 && evalLoop < firstPython;
 }
 
-async function startAll(script: TestScript): Promise<{ install: PythonInstall; process: PythonProcess }[]> {
+/** One Python of this machine, what it printed before "ready", and the samples of its process. */
+interface RecordedPython {
+  install: PythonInstall;
+  process: PythonProcess;
+  samples: Sample[];
+}
+
+/**
+ * Runs `script` under every Python found, records them all together for `seconds`, stops them, and hands
+ * back each one's samples.
+ */
+async function recordEveryPython(script: TestScript, seconds: number): Promise<RecordedPython[]> {
   const started: { install: PythonInstall; process: PythonProcess }[] = [];
+  const dir = tempDir();
   try {
     for (const install of installs.found) {
       started.push({ install, process: await startPython(install.executable, script.source) });
     }
-  } catch (error) {
+    const samples = await record(started.map(({ process }) => process.pid), seconds, dir);
+    return started.map(({ install, process }) => ({
+      install,
+      process,
+      samples: samples.filter((sample) => sample.pid === process.pid),
+    }));
+  } finally {
     for (const { process } of started) await process.kill();
-    throw error;
+    Deno.removeSync(dir, { recursive: true });
   }
-  return started;
 }
 
 Deno.test(
@@ -96,74 +113,53 @@ Deno.test(
     assert.ok(installs.found.length > 0, "at least the system python3 runs");
     const script = chainScript();
     const { lines } = script;
-    const started = await startAll(script);
-    const dir = tempDir();
-    try {
-      const samples = await record(started.map(({ process }) => process.pid), 4, dir);
-      for (const { install, process } of started) {
-        const ours = samples.filter((sample) => sample.pid === process.pid);
-        const total = sum(ours);
-        const expected = [
-          `<module>:${lines.CALL_MAIN}`,
-          `main:${lines.CALL_PA}`,
-          `pa:${lines.CALL_PB}`,
-          `pb:${lines.CALL_PC}`,
-          `pc:${lines.SPIN}`,
-        ];
-        const complete = sum(
-          ours.filter((sample) =>
-            pythonFrames(sample, process.scriptPath).join(";") === expected.join(";") && belowEvalLoop(sample)
-          ),
-        );
-        console.log(`${install.label}: ${complete}/${total} samples show ${expected.join(";")}`);
-        assert.ok(total >= 15, `${install.label}: ${total} samples in 4 s`);
-        assert.ok(complete / total >= 0.9, `${install.label}: ${complete}/${total} complete`);
-      }
-    } finally {
-      for (const { process } of started) {
-        await process.kill();
-      }
-      Deno.removeSync(dir, { recursive: true });
+    for (const { install, process, samples: ours } of await recordEveryPython(script, 4)) {
+      const total = sum(ours);
+      const expected = [
+        `<module>:${lines.CALL_MAIN}`,
+        `main:${lines.CALL_PA}`,
+        `pa:${lines.CALL_PB}`,
+        `pb:${lines.CALL_PC}`,
+        `pc:${lines.SPIN}`,
+      ];
+      const complete = sum(
+        ours.filter((sample) =>
+          pythonFrames(sample, process.scriptPath).join(";") === expected.join(";") && belowEvalLoop(sample)
+        ),
+      );
+      console.log(`${install.label}: ${complete}/${total} samples show ${expected.join(";")}`);
+      assert.ok(total >= 15, `${install.label}: ${total} samples in 4 s`);
+      assert.ok(complete / total >= 0.9, `${install.label}: ${complete}/${total} complete`);
     }
   }),
 );
 
 Deno.test(tracingTest("record: two Python threads are each attributed to their own function", async () => {
   const script = twoThreadScript();
-  const started = await startAll(script);
-  const dir = tempDir();
-  try {
-    const samples = await record(started.map(({ process }) => process.pid), 4, dir);
-    for (const { install, process } of started) {
-      const tids = new Map<string, number>();
-      for (const line of process.output) {
-        const match = /^([AB]) \d+ (\d+)$/.exec(line);
-        if (match) tids.set(match[1]!, Number(match[2]));
-      }
-      for (const [thread, spin] of [["A", "spin_a"], ["B", "spin_b"]] as const) {
-        const ours = samples.filter((sample) =>
-          sample.pid === process.pid && sample.tid === tids.get(thread)
-        );
-        const total = sum(ours);
-        const right = sum(ours.filter((sample) => {
-          const frames = pythonFrames(sample, process.scriptPath);
-          return frames.length > 0 && frames[frames.length - 1]!.split(":")[0]!.endsWith(spin);
-        }));
-        const wrong = sum(
-          samples.filter((sample) =>
-            sample.pid === process.pid && sample.tid !== tids.get(thread) &&
-            pythonFrames(sample, process.scriptPath).some((frame) => frame.split(":")[0]!.endsWith(spin))
-          ),
-        );
-        console.log(`${install.label} thread ${thread}: ${right}/${total} in ${spin}, ${wrong} elsewhere`);
-        assert.ok(total >= 10, `${install.label} thread ${thread}: ${total} samples`);
-        assert.ok(right / total >= 0.9, `${install.label} thread ${thread}: ${right}/${total} in ${spin}`);
-        assert.equal(wrong, 0, `${install.label}: no other thread is named ${spin}`);
-      }
+  for (const { install, process, samples } of await recordEveryPython(script, 4)) {
+    const tids = new Map<string, number>();
+    for (const line of process.output) {
+      const match = /^([AB]) \d+ (\d+)$/.exec(line);
+      if (match) tids.set(match[1]!, Number(match[2]));
     }
-  } finally {
-    for (const { process } of started) await process.kill();
-    Deno.removeSync(dir, { recursive: true });
+    for (const [thread, spin] of [["A", "spin_a"], ["B", "spin_b"]] as const) {
+      const ours = samples.filter((sample) => sample.pid === process.pid && sample.tid === tids.get(thread));
+      const total = sum(ours);
+      const right = sum(ours.filter((sample) => {
+        const frames = pythonFrames(sample, process.scriptPath);
+        return frames.length > 0 && frames[frames.length - 1]!.split(":")[0]!.endsWith(spin);
+      }));
+      const wrong = sum(
+        samples.filter((sample) =>
+          sample.pid === process.pid && sample.tid !== tids.get(thread) &&
+          pythonFrames(sample, process.scriptPath).some((frame) => frame.split(":")[0]!.endsWith(spin))
+        ),
+      );
+      console.log(`${install.label} thread ${thread}: ${right}/${total} in ${spin}, ${wrong} elsewhere`);
+      assert.ok(total >= 10, `${install.label} thread ${thread}: ${total} samples`);
+      assert.ok(right / total >= 0.9, `${install.label} thread ${thread}: ${right}/${total} in ${spin}`);
+      assert.equal(wrong, 0, `${install.label}: no other thread is named ${spin}`);
+    }
   }
 }));
 
@@ -199,33 +195,22 @@ sort_forever()
 
 Deno.test(tracingTest("record: Python -> ctypes -> qsort -> Python comparator, in order", async () => {
   const script = qsortScript();
-  const started = await startAll(script);
-  const dir = tempDir();
-  try {
-    const samples = await record(started.map(({ process }) => process.pid), 4, dir);
-    for (const { install, process } of started) {
-      const ours = samples.filter((sample) => sample.pid === process.pid);
-      const total = sum(ours);
-      const inOrder = sum(ours.filter((sample) => {
-        const names = sample.frames.map((frame) =>
-          frame.kind === "python" && frame.file === process.scriptPath
-            ? `py:${frame.name}:${frame.line}`
-            : frame.name
-        );
-        const caller = names.indexOf(`py:sort_forever:${script.lines.CALL_QSORT}`);
-        const qsort = names.findIndex((name, i) => i > caller && /qsort/.test(name));
-        const callback = names.findIndex((name, i) =>
-          i > qsort && name === `py:compare:${script.lines.BURN}`
-        );
-        return caller >= 0 && qsort > caller && callback > qsort;
-      }));
-      console.log(`${install.label}: ${inOrder}/${total} samples show sort_forever;...;qsort;...;compare`);
-      assert.ok(total >= 15, `${install.label}: ${total} samples`);
-      assert.ok(inOrder / total >= 0.8, `${install.label}: ${inOrder}/${total} in order`);
-    }
-  } finally {
-    for (const { process } of started) await process.kill();
-    Deno.removeSync(dir, { recursive: true });
+  for (const { install, process, samples: ours } of await recordEveryPython(script, 4)) {
+    const total = sum(ours);
+    const inOrder = sum(ours.filter((sample) => {
+      const names = sample.frames.map((frame) =>
+        frame.kind === "python" && frame.file === process.scriptPath
+          ? `py:${frame.name}:${frame.line}`
+          : frame.name
+      );
+      const caller = names.indexOf(`py:sort_forever:${script.lines.CALL_QSORT}`);
+      const qsort = names.findIndex((name, i) => i > caller && /qsort/.test(name));
+      const callback = names.findIndex((name, i) => i > qsort && name === `py:compare:${script.lines.BURN}`);
+      return caller >= 0 && qsort > caller && callback > qsort;
+    }));
+    console.log(`${install.label}: ${inOrder}/${total} samples show sort_forever;...;qsort;...;compare`);
+    assert.ok(total >= 15, `${install.label}: ${total} samples`);
+    assert.ok(inOrder / total >= 0.8, `${install.label}: ${inOrder}/${total} in order`);
   }
 }));
 

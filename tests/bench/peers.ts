@@ -231,6 +231,23 @@ export function signalTree(root: number, signal: Deno.Signal, includeRoot = true
   }
 }
 
+/**
+ * The result of a one-step tool whose first sample is known only from polling its sampling program's run
+ * counter (bpftrace, bcc), with the sample count first among `notes`.
+ */
+function polledResult(run: TimedRun, stacks: Stack[], notes: string[]): PeerResult {
+  return {
+    steps: [run.step],
+    postProcessing: null,
+    stacks,
+    startNs: run.startNs,
+    firstSampleNs: run.watcher?.firstRunNs ?? null,
+    firstSampleSource: `first run of its perf_event program, polled every ${FAST_POLL_MS} ms`,
+    programs: run.watcher?.programs() ?? [],
+    notes: [`${stacks.reduce((sum, stack) => sum + stack.count, 0)} samples`, ...notes],
+  };
+}
+
 function failedStep(run: TimedRun, what: string): Error {
   return new Error(`${what} exited with code ${run.step.exitCode}: ${run.stderr.trim().slice(-500)}`);
 }
@@ -377,20 +394,11 @@ export const bpftrace: Peer = {
     const lookupErrors =
       run.stderr.split("\n").filter((line) => /failed to look up stack id/.test(line)).length;
     const stacks = parseBpftraceMap(Deno.readTextFileSync(output));
-    const notes = [`${stacks.reduce((sum, stack) => sum + stack.count, 0)} samples`];
-    if (lookupErrors > 0) {
-      notes.push(`${lookupErrors} "failed to look up stack id" errors (stacks printed empty)`);
-    }
-    return {
-      steps: [run.step],
-      postProcessing: null,
+    return polledResult(
+      run,
       stacks,
-      startNs: run.startNs,
-      firstSampleNs: run.watcher?.firstRunNs ?? null,
-      firstSampleSource: `first run of its perf_event program, polled every ${FAST_POLL_MS} ms`,
-      programs: run.watcher?.programs() ?? [],
-      notes,
-    };
+      lookupErrors > 0 ? [`${lookupErrors} "failed to look up stack id" errors (stacks printed empty)`] : [],
+    );
   },
 };
 
@@ -440,18 +448,11 @@ export const bcc: Peer = {
       stack.frames.some((frame) => /^\[Missed (User|Kernel) Stack\]$/.test(frame))
     )
       .reduce((sum, stack) => sum + stack.count, 0);
-    const notes = [`${stacks.reduce((sum, stack) => sum + stack.count, 0)} samples`];
-    if (missed > 0) notes.push(`${missed} samples with a missed stack (stack-id collisions or a full map)`);
-    return {
-      steps: [run.step],
-      postProcessing: null,
+    return polledResult(
+      run,
       stacks,
-      startNs: run.startNs,
-      firstSampleNs: run.watcher?.firstRunNs ?? null,
-      firstSampleSource: `first run of its perf_event program, polled every ${FAST_POLL_MS} ms`,
-      programs: run.watcher?.programs() ?? [],
-      notes,
-    };
+      missed > 0 ? [`${missed} samples with a missed stack (stack-id collisions or a full map)`] : [],
+    );
   },
 };
 

@@ -52,8 +52,7 @@ struct metrics_map {
 struct rule_cache_entry {
   __u64 file_id; // 0: empty (no file has id 0)
   __u64 lookup;  // the looked-up ELF virtual address
-  __u16 unwind_info;
-  __u16 addr_low;
+  struct resolved_rule rule;
   __u32 pad;
 };
 

@@ -24,6 +24,7 @@
 #define SIGCONTEXT_RBP 80
 #define SIGCONTEXT_RSP 120
 #define SIGCONTEXT_RIP 128
+#define PAGE_SIZE 4096
 
 // Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
 // entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
@@ -53,6 +54,31 @@ static __always_inline int in_interpreter(struct unwind_state *state, __u64 vadd
     if (at >= state->interpreter_lower[i] && at < state->interpreter_upper[i])
       return 1;
   }
+  return 0;
+}
+
+// Reads 8 or 16 bytes of the user stack at `addr`, through the stack window: when the window does not
+// hold them, it is refilled from `addr` on (or to the end of addr's page where the stack ends sooner).
+static __always_inline int read_stack(struct unwind_state *state, __u64 addr, void *dst, __u32 size)
+{
+  if (addr < state->stack_window_start || addr + size > state->stack_window_end) {
+    __u32 length = STACK_WINDOW_BYTES;
+    if (bpf_probe_read_user(state->stack_window, length, (void *)addr)) {
+      length = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
+      if (length > STACK_WINDOW_BYTES)
+        length = STACK_WINDOW_BYTES;
+      if (length < size || bpf_probe_read_user(state->stack_window, length, (void *)addr)) {
+        state->stack_window_end = 0;
+        return bpf_probe_read_user(dst, size, (void *)addr);
+      }
+    }
+    state->stack_window_start = addr;
+    state->stack_window_end = addr + length;
+  }
+  __u64 offset = (addr - state->stack_window_start) & (STACK_WINDOW_BYTES - 1);
+  ((__u64 *)dst)[0] = *(__u64 *)&state->stack_window[offset];
+  if (size == 16)
+    ((__u64 *)dst)[1] = *(__u64 *)&state->stack_window[offset + 8];
   return 0;
 }
 
@@ -90,7 +116,7 @@ static __always_inline int step_frame_pointer(struct trace *trace, struct unwind
   if ((fp & 7) || fp < state->sp)
     return stop(trace, UNWIND_STOP_BAD_FRAME_POINTER);
   __u64 record[2];
-  if (bpf_probe_read_user(record, sizeof(record), (void *)fp))
+  if (read_stack(state, fp, record, sizeof(record)))
     return stop(trace, UNWIND_STOP_READ_FAILED);
   if (record[1] == 0)
     return stop(trace, UNWIND_STOP_END_OF_STACK);
@@ -128,29 +154,31 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
 {
   // A return address points after the call, which may be the last instruction of the function.
   __u64 lookup = state->return_address ? vaddr - 1 : vaddr;
-  __u16 unwind_info, addr_low;
+  struct resolved_rule rule;
   if (file_id == state->delta_file_id && lookup == state->delta_lookup) {
-    unwind_info = state->delta_unwind_info;
-    addr_low = state->delta_addr_low;
-  } else if (find_unwind_info(file_id, lookup, &unwind_info, &addr_low)) {
-    if (bpf_map_lookup_elem(&loaded_files, &file_id))
-      return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
-    // The host loads a file's deltas when its code first runs; until then, frame pointers.
-    report_file(file_id, trace->hdr.pid);
-    metric_increment(METRIC_UNWIND_FILE_PENDING);
-    return step_frame_pointer(trace, state);
+    rule = state->delta_rule;
   } else {
+    int found = find_rule(file_id, lookup, &rule);
+    if (found == RULE_BAD)
+      return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
+    if (found == RULE_NO_TABLE) {
+      if (bpf_map_lookup_elem(&loaded_files, &file_id))
+        return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
+      // The host loads a file's deltas when its code first runs; until then, frame pointers.
+      report_file(file_id, trace->hdr.pid);
+      metric_increment(METRIC_UNWIND_FILE_PENDING);
+      return step_frame_pointer(trace, state);
+    }
     state->delta_file_id = file_id;
     state->delta_lookup = lookup;
-    state->delta_unwind_info = unwind_info;
-    state->delta_addr_low = addr_low;
+    state->delta_rule = rule;
   }
 
   __u64 cfa;
   __u8 fp_opcode = UNWIND_FP_UNCHANGED;
   __s32 fp_param = 0;
-  if (unwind_info & DELTA_COMMAND_FLAG) {
-    switch (unwind_info & ~DELTA_COMMAND_FLAG) {
+  if (rule.unwind_info & DELTA_COMMAND_FLAG) {
+    switch (rule.unwind_info & ~DELTA_COMMAND_FLAG) {
     case UNWIND_COMMAND_STOP:
       return stop(trace, UNWIND_STOP_END_OF_STACK);
     case UNWIND_COMMAND_PLT:
@@ -165,23 +193,14 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
       return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
     }
   } else {
-    __u32 index = unwind_info;
-    struct unwind_info *info = bpf_map_lookup_elem(&unwind_info_array, &index);
-    if (!info)
-      return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
-    __s32 param = info->param;
-    __u8 merge = info->merge_opcode;
-    // A merged second rule (a push or pop a few bytes on) applies from addr_low + distance.
-    if (merge && (lookup & STACK_DELTA_PAGE_MASK) >= (__u64)addr_low + (merge & ~MERGE_OPCODE_NEGATIVE))
-      param += (merge & MERGE_OPCODE_NEGATIVE) ? -8 : 8;
-    if (info->opcode == UNWIND_OPCODE_BASE_SP)
-      cfa = state->sp + param;
-    else if (info->opcode == UNWIND_OPCODE_BASE_FP)
-      cfa = state->fp + param;
+    if (rule.cfa_opcode == UNWIND_OPCODE_BASE_SP)
+      cfa = state->sp + rule.cfa_param;
+    else if (rule.cfa_opcode == UNWIND_OPCODE_BASE_FP)
+      cfa = state->fp + rule.cfa_param;
     else
       return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
-    fp_opcode = info->fp_opcode;
-    fp_param = info->fp_param;
+    fp_opcode = rule.fp_opcode;
+    fp_param = rule.fp_param;
   }
 
   __u64 return_address;
@@ -189,15 +208,15 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
     // The usual frame record (push rbp right after the call): saved rbp and return address side by side,
     // one read for both.
     __u64 record[2];
-    if (bpf_probe_read_user(record, sizeof(record), (void *)(cfa - 16)))
+    if (read_stack(state, cfa - 16, record, sizeof(record)))
       return stop(trace, UNWIND_STOP_READ_FAILED);
     state->fp = record[0];
     return_address = record[1];
   } else {
-    if (bpf_probe_read_user(&return_address, sizeof(return_address), (void *)(cfa - 8)))
+    if (read_stack(state, cfa - 8, &return_address, sizeof(return_address)))
       return stop(trace, UNWIND_STOP_READ_FAILED);
     if (fp_opcode == UNWIND_FP_CFA_OFFSET &&
-        bpf_probe_read_user(&state->fp, sizeof(state->fp), (void *)(cfa + fp_param)))
+        read_stack(state, cfa + fp_param, &state->fp, sizeof(state->fp)))
       return stop(trace, UNWIND_STOP_READ_FAILED);
   }
   if (return_address == 0)
@@ -268,8 +287,18 @@ __noinline int unwind_frame(void)
   }
   if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
     return stop(trace, UNWIND_STOP_TRUNCATED);
-  if (bpf_map_lookup_elem(&known_pids, &pid))
-    report_process(EVENT_KIND_PROCESS_STALE, pid);
+  // No mapping holds pc: either the host has not read this process yet, or its mappings changed
+  // (dlopen, JIT code). Asked once per trace, not per frame: a hash lookup on a cold line costs as much
+  // as unwinding several frames.
+  if (!state->process_reported) {
+    state->process_reported = 1;
+    if (bpf_map_lookup_elem(&known_pids, &pid)) {
+      report_process(EVENT_KIND_PROCESS_STALE, pid);
+    } else {
+      metric_increment(METRIC_PROCESS_UNKNOWN);
+      report_process(EVENT_KIND_PROCESS_UNKNOWN, pid);
+    }
+  }
   state->fp_frames++;
   return step_frame_pointer(trace, state);
 }
@@ -282,13 +311,6 @@ int unwind_native(struct bpf_perf_event_data *ctx)
     return 0;
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
-  __u32 pid = trace->hdr.pid;
-
-  // Once per trace: a process the host has not read yet is reported and unwound by frame pointers.
-  if (state->tail_calls == 0 && !bpf_map_lookup_elem(&known_pids, &pid)) {
-    metric_increment(METRIC_PROCESS_UNKNOWN);
-    report_process(EVENT_KIND_PROCESS_UNKNOWN, pid);
-  }
 
   for (int i = 0; i < FRAMES_PER_RUN; i++) {
     int result = unwind_frame();

@@ -147,29 +147,64 @@ static __always_inline int search_unwind_info(struct rule_cache *cache, __u64 fi
   return 0;
 }
 
-// The rule for `vaddr` of file `file_id`, from this CPU's cache or else the tables.
-// Returns -1 when the file has no table for the address.
-static __always_inline int find_unwind_info(__u64 file_id, __u64 vaddr, __u16 *unwind_info, __u16 *addr_low)
+enum find_rule_result {
+  RULE_FOUND = 0,
+  RULE_NO_TABLE = 1, // the file has no table for the address (not loaded yet, or a gap)
+  RULE_BAD = 2,      // the row names an unwind_info_array entry that does not exist
+};
+
+// Makes the row (unwind_info, addr_low) ready to apply at `vaddr`.
+static __always_inline int resolve_rule(__u16 unwind_info, __u16 addr_low, __u64 vaddr,
+                                        struct resolved_rule *rule)
+{
+  rule->unwind_info = unwind_info;
+  rule->cfa_opcode = 0;
+  rule->fp_opcode = UNWIND_FP_UNCHANGED;
+  rule->cfa_param = 0;
+  rule->fp_param = 0;
+  if (unwind_info & DELTA_COMMAND_FLAG)
+    return RULE_FOUND;
+  __u32 index = unwind_info;
+  struct unwind_info *info = bpf_map_lookup_elem(&unwind_info_array, &index);
+  if (!info)
+    return RULE_BAD;
+  __s32 param = info->param;
+  __u8 merge = info->merge_opcode;
+  // A merged second rule (a push or pop a few bytes on) applies from addr_low + distance.
+  if (merge && (vaddr & STACK_DELTA_PAGE_MASK) >= (__u64)addr_low + (merge & ~MERGE_OPCODE_NEGATIVE))
+    param += (merge & MERGE_OPCODE_NEGATIVE) ? -8 : 8;
+  rule->cfa_opcode = info->opcode;
+  rule->cfa_param = param;
+  rule->fp_opcode = info->fp_opcode;
+  rule->fp_param = info->fp_param;
+  return RULE_FOUND;
+}
+
+// The rule for `vaddr` of file `file_id`, from this CPU's cache or else the tables (enum
+// find_rule_result). The cache holds rules ready to apply, so a hit touches one entry and no table.
+static __always_inline int find_rule(__u64 file_id, __u64 vaddr, struct resolved_rule *rule)
 {
   __u32 zero = 0;
   struct rule_cache *cache = bpf_map_lookup_elem(&rule_cache, &zero);
   if (!cache)
-    return -1;
+    return RULE_NO_TABLE;
   // Fibonacci hashing: the top bits of the product mix every bit of the address and the file.
   __u64 hash = (vaddr ^ (file_id << 40) ^ (file_id >> 24)) * 0x9e3779b97f4a7c15ULL;
   struct rule_cache_entry *slot = &cache->entries[hash >> (64 - RULE_CACHE_BITS)];
   if (slot->file_id == file_id && slot->lookup == vaddr) {
-    *unwind_info = slot->unwind_info;
-    *addr_low = slot->addr_low;
-    return 0;
+    *rule = slot->rule;
+    return RULE_FOUND;
   }
-  if (search_unwind_info(cache, file_id, vaddr, unwind_info, addr_low))
-    return -1;
+  __u16 unwind_info, addr_low;
+  if (search_unwind_info(cache, file_id, vaddr, &unwind_info, &addr_low))
+    return RULE_NO_TABLE;
+  int result = resolve_rule(unwind_info, addr_low, vaddr, rule);
+  if (result != RULE_FOUND)
+    return result;
   slot->file_id = file_id;
   slot->lookup = vaddr;
-  slot->unwind_info = *unwind_info;
-  slot->addr_low = *addr_low;
-  return 0;
+  slot->rule = *rule;
+  return RULE_FOUND;
 }
 
 // Asks the host to (re)read a process, at most every REPORT_INTERVAL_NS per process.

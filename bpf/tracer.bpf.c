@@ -109,10 +109,12 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->mapping_start = 0;
   state->mapping_end = 0;
   state->delta_file_id = 0;
+  state->stack_window_end = 0;
   state->native_frames = 0;
   state->fp_frames = 0;
   state->mapping_interpreter = 0;
   state->interpreter_done = 0;
+  state->process_reported = 0;
   state->python_walk = PYTHON_WALK_NOT_STARTED;
 
   int user_regs_found;

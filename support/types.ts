@@ -323,6 +323,7 @@ export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode
 export const InterpreterConstants = {
   InterpreterRanges: 2,
   PythonFrameBytes: 128,
+  StackWindowBytes: 256,
 } as const;
 /** One value of {@linkcode InterpreterConstants}. */
 export type InterpreterConstants = (typeof InterpreterConstants)[keyof typeof InterpreterConstants];

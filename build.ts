@@ -21,6 +21,7 @@
  */
 import { parseArgs } from "node:util";
 import { generateSupportTypes } from "./support/generate_types.ts";
+import { V8_FLAGS } from "./support/v8_flags.ts";
 
 const root = new URL(".", import.meta.url).pathname;
 const bpfDir = `${root}bpf/`;
@@ -171,6 +172,7 @@ async function compileExecutable(): Promise<void> {
   await run(Deno.execPath(), [
     "compile",
     "-A",
+    `--v8-flags=${V8_FLAGS}`,
     "--unstable-raw-imports",
     "--output",
     `${root}omniprof`,

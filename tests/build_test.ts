@@ -1,7 +1,7 @@
 // The packaging path: everything `deno compile` needs, checked where no denort runtime can be had. The
 // bundle holds the BPF object and the demo workload; run from an empty folder it must work on its own.
 import assert from "node:assert/strict";
-import { REPO_ROOT, tempDir, tracingUnavailable } from "./helpers.ts";
+import { REPO_ROOT, tempDir, tracingUnavailable, V8_FLAGS } from "./helpers.ts";
 
 async function run(args: string[], cwd: string) {
   const output = await new Deno.Command(Deno.execPath(), { args, cwd, stdout: "piped", stderr: "piped" })
@@ -54,4 +54,16 @@ Deno.test("build.ts --compile without DENORT_BIN says why it skips", async () =>
   const output = await command.output();
   assert.equal(output.code, 0);
   assert.match(new TextDecoder().decode(output.stderr), /skipped `deno compile`.*DENORT_BIN/s);
+});
+
+Deno.test("deno.json's record task and the README run omniprof with the V8 flags of support/v8_flags.ts", () => {
+  const config = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)) as {
+    tasks: Record<string, string>;
+  };
+  assert.ok(
+    config.tasks.record?.includes(`--v8-flags=${V8_FLAGS} main.ts`),
+    `deno.json task record: ${config.tasks.record}`,
+  );
+  const readme = Deno.readTextFileSync(`${REPO_ROOT}README.md`);
+  assert.ok(readme.includes(`deno run -A --v8-flags=${V8_FLAGS} main.ts`), "README's omniprof alias");
 });

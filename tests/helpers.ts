@@ -5,6 +5,9 @@
  * @module
  */
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
+import { V8_FLAGS } from "../support/v8_flags.ts";
+
+export { V8_FLAGS };
 
 const root = new URL("..", import.meta.url).pathname;
 const buildDir = `${root}tests/.build/`;
@@ -72,7 +75,7 @@ export interface CliResult {
 export async function runCli(args: string[], options: { env?: Record<string, string>; uid?: number } = {}) {
   const command = options.uid === undefined
     ? new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${root}main.ts`, ...args],
+      args: ["run", "-A", `--v8-flags=${V8_FLAGS}`, `${root}main.ts`, ...args],
       cwd: root,
       env: options.env,
       stdout: "piped",
@@ -86,6 +89,7 @@ export async function runCli(args: string[], options: { env?: Record<string, str
         Deno.execPath(),
         "run",
         "-A",
+        `--v8-flags=${V8_FLAGS}`,
         `${root}main.ts`,
         ...args,
       ],

@@ -2,7 +2,16 @@
 // real workloads and writes profiles, which are checked here. They need root and BTF, and say so when
 // they skip.
 import assert from "node:assert/strict";
-import { buildWorkload, countWhere, hasChain, parseFolded, runCli, tempDir, tracingTest } from "./helpers.ts";
+import {
+  buildWorkload,
+  countWhere,
+  hasChain,
+  parseFolded,
+  runCli,
+  tempDir,
+  tracingTest,
+  V8_FLAGS,
+} from "./helpers.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 
@@ -181,6 +190,7 @@ Deno.test(tracingTest("record stops on SIGINT and still writes the profile", asy
       args: [
         "run",
         "-A",
+        `--v8-flags=${V8_FLAGS}`,
         new URL("../main.ts", import.meta.url).pathname,
         "record",
         "-o",

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { REPO_ROOT } from "../helpers.ts";
+import { REPO_ROOT, V8_FLAGS } from "../helpers.ts";
 import { type NamedProgram, processTree, ProgramWatcher } from "./bpf_programs.ts";
 import { monotonicNs } from "./monotonic_clock.ts";
 import {
@@ -264,6 +264,7 @@ export const omniprof: Peer = {
       Deno.execPath(),
       "run",
       "-A",
+      `--v8-flags=${V8_FLAGS}`,
       `${REPO_ROOT}main.ts`,
       "record",
       "-d",

@@ -60,6 +60,7 @@ struct btf_export {
   enum interpreter_constants interpreter_constants;
   enum python_proc_flag python_proc_flag;
   enum python_frame_owner python_frame_owner;
+  enum kernel_name_limits kernel_name_limits;
   struct process_event process_event;
   struct unwind_info unwind_info;
   struct stack_delta stack_delta;

@@ -333,6 +333,20 @@ struct tracer_config {
   __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
 };
 
+// A batch of kernel addresses for the host to name (kernel_symbols.bpf.c): the host writes count and
+// addresses, runs the program, and reads each name as the kernel's %pS prints it.
+enum kernel_name_limits {
+  KERNEL_NAME_BATCH = 64,  // addresses per run
+  KERNEL_NAME_BYTES = 128, // "function+0xoffset/0xsize [module]", cut short if longer
+};
+
+struct kernel_name_batch {
+  __u32 count;
+  __u32 pad;
+  __u64 addresses[KERNEL_NAME_BATCH];
+  char names[KERNEL_NAME_BATCH][KERNEL_NAME_BYTES];
+};
+
 // Where the unwinders of one sample stand; per-CPU scratch shared by the tail-called programs. Fields
 // that every sample sets or reads come first, in the first cache lines: at 100 Hz a sample finds most of
 // this state evicted since the last, and every further line it touches costs a memory access.

@@ -26,6 +26,7 @@ const SPEC = {
     "pid_page_mapping_info",
     "interpreter_offsets",
     "python_proc_info",
+    "kernel_name_batch",
   ],
   enums: [
     "frame_marker",
@@ -44,6 +45,7 @@ const SPEC = {
     "interpreter_constants",
     "python_proc_flag",
     "python_frame_owner",
+    "kernel_name_limits",
   ],
 };
 

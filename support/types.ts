@@ -139,6 +139,15 @@ export const pythonProcInfoLayout = {
   code_code_adaptive: { offset: 38, size: 2 }, // __u16
 } as const;
 
+/** Layout of C `struct kernel_name_batch` (8712 bytes). */
+export const kernelNameBatchLayout = {
+  sizeof: 8712,
+  count: { offset: 0, size: 4 }, // __u32
+  pad: { offset: 4, size: 4 }, // __u32
+  addresses: { offset: 8, size: 512, count: 64, elementSize: 8 }, // __u64[64]
+  names: { offset: 520, size: 8192, count: 64, elementSize: 128 }, // char[64][128]
+} as const;
+
 /** Values of C `enum frame_marker`. */
 export const FrameMarker = {
   Unknown: 0,
@@ -343,7 +352,15 @@ export const PythonFrameOwner = {
 /** One value of {@linkcode PythonFrameOwner}. */
 export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFrameOwner];
 
+/** Values of C `enum kernel_name_limits`. */
+export const KernelNameLimits = {
+  Batch: 64,
+  Bytes: 128,
+} as const;
+/** One value of {@linkcode KernelNameLimits}. */
+export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelNameLimits];
+
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 280,
+  tracer_config: 296,
 } as const;

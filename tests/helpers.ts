@@ -58,7 +58,7 @@ export function tracingUnavailable(): string | null {
 }
 
 /** Options for tests that need the kernel path; prints the reason when they are skipped. */
-export function tracingTest(name: string, fn: () => Promise<void>): Deno.TestDefinition {
+export function tracingTest(name: string, fn: () => void | Promise<void>): Deno.TestDefinition {
   const reason = tracingUnavailable();
   if (reason) console.log(`SKIP ${name}: ${reason}`);
   return { name, ignore: reason !== null, fn, sanitizeResources: false, sanitizeOps: false };

@@ -41,6 +41,8 @@ const symbols = {
   libbpf_strerror: { parameters: ["i32", "buffer", "usize"], result: "i32" },
   libbpf_set_print: { parameters: ["function"], result: "pointer" },
   libbpf_probe_bpf_prog_type: { parameters: ["u32", "pointer"], result: "i32" },
+  libbpf_probe_bpf_helper: { parameters: ["u32", "u32", "pointer"], result: "i32" },
+  bpf_prog_test_run_opts: { parameters: ["i32", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The Debian package that provides the library, named in error messages. */

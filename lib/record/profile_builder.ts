@@ -20,7 +20,7 @@ import {
   type ProfileSample,
 } from "../profile/profile.ts";
 import type { MappedFile } from "../process/process_manager.ts";
-import { KernelSymbols } from "../symbolize/kallsyms.ts";
+import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
 import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
@@ -36,7 +36,7 @@ export interface ProfileInfo {
 export interface Symbolizers {
   native?: NativeSymbolizer;
   /** Kernel symbols, or how to get them when the first kernel frame needs them. */
-  kernel?: KernelSymbols | null | (() => KernelSymbols | null);
+  kernel?: KernelSymbolLookup | null | (() => KernelSymbolLookup | null);
 }
 
 /** x86-64 user space ends at 2^47. */
@@ -67,7 +67,7 @@ class Builder {
   #mappingIndex = new Map<MappedFile, number>();
   #native: NativeSymbolizer;
   #ownsNative: boolean;
-  #kernel: KernelSymbols | null | undefined | (() => KernelSymbols | null);
+  #kernel: KernelSymbolLookup | null | undefined | (() => KernelSymbolLookup | null);
 
   constructor(symbolizers: Symbolizers) {
     this.#native = symbolizers.native ?? new NativeSymbolizer();

@@ -15,7 +15,9 @@
  */
 import type { Profile } from "../profile/profile.ts";
 import { type ProcessListener, ProcessManager } from "../process/process_manager.ts";
-import { KernelSymbols } from "../symbolize/kallsyms.ts";
+import { getLogger } from "@logtape/logtape";
+import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
+import type { BpfKernelNames } from "../symbolize/bpf_kernel_names.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
 import type { KernelAddress, Pid } from "../types.ts";
 import { buildProfile } from "./profile_builder.ts";
@@ -25,6 +27,8 @@ import { NativeUnwinding } from "../unwind/native_unwinding.ts";
 import { BpfEbpfHandler } from "../interpreter/bpf_ebpf_handler.ts";
 import { InterpreterManager } from "../interpreter/interpreter_manager.ts";
 import { UnwindProgram } from "../../support/types.ts";
+
+const logger = getLogger(["omniprof", "record"]);
 
 /** A snapshot while recording. */
 export interface RecorderProgress {
@@ -58,6 +62,7 @@ export class Recorder {
   #firstSampleMs: number | null = null;
   #native = new NativeSymbolizer();
   #kernel: KernelSymbols | null | undefined;
+  #kernelNames: BpfKernelNames | null;
   #closed = false;
 
   private constructor(
@@ -73,6 +78,7 @@ export class Recorder {
     this.interpreters = interpreters;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
+    this.#kernelNames = tracer.kernelNames;
     this.#drainLoop();
   }
 
@@ -179,16 +185,26 @@ export class Recorder {
   }
 
   /**
-   * /proc/kallsyms, read only when a profile has kernel frames (it is large): at first only the symbols
-   * of this profile's kernel addresses; if a later profile needs others, the whole table, once.
+   * Names for this profile's kernel addresses: from the kernel through BPF where it can (a few ms), else
+   * from /proc/kallsyms, read only when a profile has kernel frames (it is large): at first only the
+   * symbols of this profile's kernel addresses; if a later profile needs others, the whole table, once.
    */
-  #kernelSymbols(): KernelSymbols | null {
+  #kernelSymbols(): KernelSymbolLookup | null {
     const addresses: KernelAddress[] = [];
     for (const stack of this.#table.stacks()) {
       for (const frame of stack.frames) {
         if (frame.addressKind !== "kernel") continue;
         // As the profile builder looks them up: a return address by its call.
         addresses.push((frame.returnAddress ? frame.address - 1 : frame.address) as KernelAddress);
+      }
+    }
+    if (this.#kernelNames !== null) {
+      try {
+        this.#kernelNames.name(addresses);
+        return this.#kernelNames;
+      } catch (error) {
+        logger.warn("Cannot name kernel frames through BPF ({error}): reading /proc/kallsyms", { error });
+        this.#kernelNames = null;
       }
     }
     try {

@@ -24,6 +24,7 @@ import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import type { Pid } from "../types.ts";
+import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
 import {
   MetricId,
@@ -83,6 +84,8 @@ function ringBufferBytes(cpus: number, frequencyHz: number): number {
 export class Tracer {
   readonly cpus: number[];
   readonly periodNs: number;
+  /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
+  kernelNames: BpfKernelNames | null = null;
   #object: BpfObject;
   #links: BpfLink[] = [];
   #reader: RingBufferReader | null = null;
@@ -130,7 +133,10 @@ export class Tracer {
         true,
       );
       object.map("events").setMaxEntries(ringBytes);
+      const namesKernel = kernelNamesSupported();
+      if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
       object.load();
+      if (namesKernel) tracer.kernelNames = new BpfKernelNames(object);
 
       const progs = object.map("progs");
       progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));

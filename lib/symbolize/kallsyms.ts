@@ -27,6 +27,11 @@ export interface KernelSymbol {
   offset: number;
 }
 
+/** What names kernel frames: {@linkcode KernelSymbols}, or the kernel itself (bpf_kernel_names.ts). */
+export interface KernelSymbolLookup {
+  lookup(address: KernelAddress): KernelSymbol | null;
+}
+
 const HIGH_HALF = "ffffffff";
 const NEWLINE = 10;
 const TAB = 9;

@@ -123,8 +123,11 @@ struct pid_filter_map {
   __type(value, struct pid_filter_value);
 };
 
+// Written by the host through mmap, a file's new rules at once (a system call per rule cost more than the
+// rest of loading a small file).
 struct unwind_info_map {
   __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
   __uint(max_entries, UNWIND_INFO_MAX_ENTRIES);
   __type(key, __u32);
   __type(value, struct unwind_info);

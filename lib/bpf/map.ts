@@ -119,10 +119,10 @@ export const BPF_F_MMAPABLE = 1024;
 export const BPF_F_INNER_MAP = 4096;
 
 /**
- * Copies `values` into the start of an mmapable array map: one memcpy instead of a system call per
- * element.
+ * Copies `values` into an mmapable array map, `offset` bytes in (a multiple of the element size): one
+ * memcpy instead of a system call per element.
  */
-export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: number): void {
+export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: number, offset = 0): void {
   const { fn, pageSize, errno } = libc();
   const length = Math.ceil(mapBytes / pageSize) * pageSize;
   const pointer = fn.mmap(null, BigInt(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0n);
@@ -130,7 +130,7 @@ export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: num
     throw new SystemError("map an array map into memory", errno());
   }
   try {
-    new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(pointer, length)).set(values);
+    new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(pointer, length)).set(values, offset);
   } finally {
     fn.munmap(pointer, BigInt(length));
   }

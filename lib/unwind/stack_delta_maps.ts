@@ -18,7 +18,6 @@ import {
   BPF_F_MMAPABLE,
   BPF_MAP_TYPE_ARRAY,
   createMap,
-  u32Key,
   u64Key,
   writeMmapableArray,
   writeU64,
@@ -37,24 +36,31 @@ import { type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
 export class StackDeltaMaps {
   readonly registry: UnwindInfoRegistry;
   #object: BpfObject;
+  /** The rule array as the map holds it; rules [#flushed, #registered) are not in the map yet. */
+  #rules: Uint8Array;
+  #rulesFd: number;
+  #flushed = 0;
+  #registered = 0;
   /** Bytes of BPF map memory held for deltas (arrays and page entries), for reporting. */
   bytes = 0;
 
   constructor(object: BpfObject) {
     this.#object = object;
     const rules = object.map("unwind_info_array");
-    const value = new Uint8Array(unwindInfoLayout.sizeof);
-    const view = new DataView(value.buffer);
+    this.#rulesFd = rules.fd;
+    this.#rules = new Uint8Array(rules.maxEntries * RULE_ELEMENT_SIZE);
+    const view = new DataView(this.#rules.buffer);
+    // Rules get consecutive indexes as they are first seen.
     this.registry = new UnwindInfoRegistry(
       rules.maxEntries,
       (index, opcode, fpOpcode, merge, param, fpParam) => {
-        value.fill(0);
-        view.setUint8(unwindInfoLayout.opcode.offset, opcode);
-        view.setUint8(unwindInfoLayout.fp_opcode.offset, fpOpcode);
-        view.setUint8(unwindInfoLayout.merge_opcode.offset, merge);
-        view.setInt32(unwindInfoLayout.param.offset, param, true);
-        view.setInt32(unwindInfoLayout.fp_param.offset, fpParam, true);
-        rules.update(u32Key(index), value);
+        const at = index * RULE_ELEMENT_SIZE;
+        view.setUint8(at + unwindInfoLayout.opcode.offset, opcode);
+        view.setUint8(at + unwindInfoLayout.fp_opcode.offset, fpOpcode);
+        view.setUint8(at + unwindInfoLayout.merge_opcode.offset, merge);
+        view.setInt32(at + unwindInfoLayout.param.offset, param, true);
+        view.setInt32(at + unwindInfoLayout.fp_param.offset, fpParam, true);
+        this.#registered = Math.max(this.#registered, index + 1);
         this.bytes += unwindInfoLayout.sizeof;
       },
     );
@@ -62,6 +68,17 @@ export class StackDeltaMaps {
 
   /** Makes the deltas of file `fileId` visible to the unwinder. */
   load(fileId: number, deltas: StackDeltaFile): void {
+    // Its rules first: a row must never name a rule the unwinder cannot read yet.
+    if (this.#registered > this.#flushed) {
+      const from = this.#flushed * RULE_ELEMENT_SIZE;
+      writeMmapableArray(
+        this.#rulesFd,
+        this.#rules.subarray(from, this.#registered * RULE_ELEMENT_SIZE),
+        this.#rules.length,
+        from,
+      );
+      this.#flushed = this.#registered;
+    }
     const size = 2 ** deltas.bucket;
     const inner = createMap(
       BPF_MAP_TYPE_ARRAY,
@@ -120,6 +137,7 @@ export class StackDeltaMaps {
 
 /** The kernel rounds array elements up to 8 bytes. */
 const ARRAY_ELEMENT_SIZE = Math.ceil(stackDeltaLayout.sizeof / 8) * 8;
+const RULE_ELEMENT_SIZE = Math.ceil(unwindInfoLayout.sizeof / 8) * 8;
 
 /** Buckets hold 2^smallest..2^largest rows. */
 export const BUCKETS = {

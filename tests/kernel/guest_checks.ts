@@ -16,6 +16,7 @@
 import { BpfObject } from "../../lib/bpf/object.ts";
 import { LibbpfError } from "../../lib/bpf/libbpf.ts";
 import { Tracer } from "../../lib/record/tracer.ts";
+import { KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../../lib/symbolize/bpf_kernel_names.ts";
 import { EventKind } from "../../support/types.ts";
 import { countWhere, hasChain, parseFolded } from "../helpers.ts";
 import { MAP_TYPE_LPM_TRIE, mapInfo, mapTypeName, programInfo, programTypeName } from "./bpf_info.ts";
@@ -144,6 +145,10 @@ function loadProgram(name: string, section: string): GuestCheck {
   return {
     name: `load:${name}`,
     run(context) {
+      // The tracer leaves it out where it cannot load, and names kernel frames from /proc/kallsyms.
+      if (name === KERNEL_NAMES_PROGRAM && !kernelNamesSupported()) {
+        throw new CheckSkipped("needs syscall programs with bpf_snprintf (Linux 5.14+)");
+      }
       using object = openWithOnly(context, name);
       try {
         object.load();

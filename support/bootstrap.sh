@@ -103,6 +103,8 @@ fi
 mkdir -p "$tools/bin"
 ln -sf "$deno_bin" "$tools/bin/deno"
 export PATH="$tools/bin:$PATH"
+# Deno's servers are out of reach here, and the check for a newer Deno costs every start a TLS set-up.
+export DENO_NO_UPDATE_CHECK=1
 
 cd "$top"
 [ $# -gt 0 ] || exit 0

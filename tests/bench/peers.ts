@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { REPO_ROOT, V8_FLAGS } from "../helpers.ts";
+import { DENO_RUN_ENV, REPO_ROOT, V8_FLAGS } from "../helpers.ts";
 import { type NamedProgram, processTree, ProgramWatcher } from "./bpf_programs.ts";
 import { monotonicNs } from "./monotonic_clock.ts";
 import {
@@ -106,6 +106,8 @@ interface TimedRunOptions {
   /** Where the tool's standard output goes; discarded when absent. */
   stdoutPath?: string;
   cwd?: string;
+  /** Added to the environment the tool inherits. */
+  env?: Record<string, string>;
   onSpawn?: (pid: number) => void;
   /** Watch the tool's BPF programs. */
   watchPrograms?: boolean;
@@ -137,6 +139,7 @@ async function timedRun(argv: string[], options: TimedRunOptions): Promise<Timed
   const child = new Deno.Command(TIME_PROGRAM, {
     args: ["-f", TIME_FORMAT, "-o", timePath, ...argv],
     cwd: options.cwd,
+    env: options.env,
     stdin: "null",
     stdout: options.stdoutPath === undefined ? "null" : "piped",
     stderr: "piped",
@@ -279,6 +282,8 @@ export const omniprof: Peer = {
       label: "omniprof",
       dir: options.dir,
       cwd: REPO_ROOT,
+      // As the compiled executable runs: `deno run` would also look for a newer Deno in the background.
+      env: DENO_RUN_ENV,
       onSpawn: options.onSpawn,
       watchPrograms: true,
       timeoutSeconds: options.durationSeconds + 120,

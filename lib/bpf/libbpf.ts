@@ -45,6 +45,24 @@ const symbols = {
   bpf_prog_test_run_opts: { parameters: ["i32", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
+/** libbpf's verifier log buffer is 16 MiB at most (BPF_LOG_BUF_SIZE). */
+const PRINT_BUFFER_BYTES = 16 << 20;
+/** Lines of a long message kept from its start and from its end. */
+const LOG_HEAD_LINES = 10;
+const LOG_TAIL_LINES = 150;
+
+/** A verifier log can run to thousands of lines; its start and its end say what went wrong. */
+function shortenLog(text: string): string {
+  const lines = text.split("\n");
+  if (lines.length <= LOG_HEAD_LINES + LOG_TAIL_LINES) return text;
+  const dropped = lines.length - LOG_HEAD_LINES - LOG_TAIL_LINES;
+  return [
+    ...lines.slice(0, LOG_HEAD_LINES),
+    `... (${dropped} lines left out) ...`,
+    ...lines.slice(-LOG_TAIL_LINES),
+  ].join("\n");
+}
+
 /** The Debian package that provides the library, named in error messages. */
 export const LIBBPF_PACKAGE = "libbpf1";
 
@@ -101,7 +119,9 @@ export function libbpf(): Libbpf {
   const fn = lib.symbols;
   const logger = getLogger(["omniprof", "libbpf"]);
   let capture: string[] | null = null;
-  const formatted = new Uint8Array(4096);
+  // libbpf prints a whole verifier log in one call, and the verifier's complaint is at its end: the buffer
+  // must hold the longest log (its pages are only touched when written).
+  const formatted = new Uint8Array(PRINT_BUFFER_BYTES);
   // libbpf calls this synchronously on the calling thread, so collecting into `capture` is safe. A JS
   // exception here would not stop libbpf, hence the catch.
   const print = new Deno.UnsafeCallback(
@@ -109,8 +129,10 @@ export function libbpf(): Libbpf {
     (level, format, args) => {
       try {
         const length = libc().fn.vsnprintf(formatted, BigInt(formatted.length), format, args);
-        const text = new TextDecoder().decode(formatted.subarray(0, Math.min(Math.max(length, 0), 4095)))
-          .trimEnd();
+        const text = shortenLog(
+          new TextDecoder().decode(formatted.subarray(0, Math.min(Math.max(length, 0), formatted.length - 1)))
+            .trimEnd(),
+        );
         if (capture !== null) capture.push(text);
         // Levels: 0 warn, 1 info, 2 debug.
         if (level === 0) logger.warn("{text}", { text });

@@ -17,7 +17,7 @@
  * @module
  */
 
-import { inflateSync } from "node:zlib";
+import { unzlib } from "./inflate.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { type DebugLink, findGnuBuildId, parseDebugLink } from "./notes.ts";
 import { SymbolTable, type SymbolTableSource } from "../symbolize/symbol_table.ts";
@@ -522,7 +522,8 @@ export class ElfFile implements Disposable {
     }
     let out: Uint8Array;
     try {
-      out = inflateSync(raw.subarray(CHDR_SIZE), { maxOutputLength: Math.max(size, 1) });
+      // Into a buffer of the declared size, which the budget bounds.
+      out = unzlib(raw.subarray(CHDR_SIZE), size);
     } catch (error) {
       throw new RangeError(`section ${name} does not inflate: ${(error as Error).message}`);
     }

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { createHash } from "node:crypto";
+import { Sha256 } from "../hash/sha256.ts";
 import type { FileId } from "../types.ts";
 
 const CHUNK = 4096;
@@ -20,14 +20,14 @@ const CHUNK = 4096;
 /** Computes the {@linkcode FileId} of an open file. */
 export function fileIdOf(file: Deno.FsFile): FileId {
   const length = file.statSync().size;
-  const hash = createHash("sha256");
+  const hash = new Sha256();
   const buffer = new Uint8Array(CHUNK);
   hash.update(readAt(file, 0, buffer));
   hash.update(readAt(file, Math.max(0, length - CHUNK), buffer));
   const lengthBytes = new Uint8Array(8);
   new DataView(lengthBytes.buffer).setBigUint64(0, BigInt(length), true);
   hash.update(lengthBytes);
-  return hash.digest("hex").slice(0, 32) as FileId;
+  return hash.hex().slice(0, 32) as FileId;
 }
 
 function readAt(file: Deno.FsFile, position: number, buffer: Uint8Array): Uint8Array {

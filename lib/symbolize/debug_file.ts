@@ -16,7 +16,7 @@
  * @module
  */
 
-import { crc32 } from "node:zlib";
+import { crc32 } from "../hash/crc32.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 
 /** Where to look for debug files. */

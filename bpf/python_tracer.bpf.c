@@ -134,10 +134,20 @@ static __always_inline int push_python_frame(struct trace *trace, const struct u
   return 0;
 }
 
-// Records the frame at the cursor and moves the cursor on.
-static __always_inline int python_step(struct trace *trace, struct unwind_state *state,
-                                       const struct python_proc_info *info)
+// Records the frame at the cursor and moves the cursor on (enum python_step).
+//
+// A global function (never inlined, takes and returns scalars as kernels since 5.10 require): the
+// verifier checks it once, instead of once per unrolled step of the walk, which made most of this
+// program's load time; and the walk runs the same few hundred bytes of code for every frame. Its process's
+// record is the copy in state->python_info.
+__noinline int python_step(void)
 {
+  struct trace_context tc;
+  if (trace_context_get(&tc))
+    return PYTHON_STEP_WALK_DONE;
+  struct trace *trace = tc.trace;
+  struct unwind_state *state = tc.state;
+  const struct python_proc_info *info = &state->python_info;
   __u64 frame = state->python_frame;
   if (frame == 0)
     return PYTHON_STEP_WALK_DONE;
@@ -192,6 +202,7 @@ int unwind_python(struct bpf_perf_event_data *ctx)
   }
   if (info && state->python_walk == PYTHON_WALK_NOT_STARTED) {
     state->python_walk = PYTHON_WALK_DONE;
+    state->python_info = *info;
     __u64 tstate = thread_state(info);
     if (tstate == 0) {
       metric_increment(METRIC_PYTHON_NO_THREAD_STATE);
@@ -210,7 +221,7 @@ int unwind_python(struct bpf_perf_event_data *ctx)
     __u16 pushed = 0;
     for (int i = 0; i < PYTHON_FRAMES_PER_RUN && result == PYTHON_STEP_MORE; i++) {
       __u32 before = trace->num_frames;
-      result = python_step(trace, state, info);
+      result = python_step();
       pushed += trace->num_frames - before;
     }
     metric_add(METRIC_PYTHON_FRAMES, pushed);

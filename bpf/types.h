@@ -388,6 +388,7 @@ struct unwind_state {
   __u64 interpreter_lower[INTERPRETER_RANGES];
   __u64 interpreter_upper[INTERPRETER_RANGES];
   __u64 python_frame; // the next Python frame to emit (PyFrameObject or _PyInterpreterFrame)
+  struct python_proc_info python_info; // the walking process's record, copied when the walk starts
   // The fields of the frame being recorded, read in one go (one user-memory read instead of one per
   // field); the slack lets a masked offset load 8 bytes without leaving the array.
   __u8 python_frame_bytes[PYTHON_FRAME_BYTES + 8];

@@ -70,6 +70,8 @@ struct rule_cache {
   struct rule_cache_entry entries[RULE_CACHE_ENTRIES];
   // Scratch for the last rows of a binary search (too large for the BPF stack).
   struct stack_delta_slot window[DELTA_WINDOW];
+  // The kernel address of the first row of the page being searched (see find_delta_rows).
+  __u64 rows_base;
 };
 
 struct rule_cache_map {

@@ -61,12 +61,25 @@ static __always_inline int find_mapping(__u32 pid, __u64 pc, struct pid_page_map
   return 0;
 }
 
-static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
+// Stores in cache->rows_base the address of row `first` of the file's array in its bucket's map; returns
+// -1 when there is none. An address stored and read back is a plain number to the verifier, where a
+// pointer into one bucket's map would make it check the search once per bucket (16 times, 100k+
+// instructions); the search reads rows with bpf_probe_read_kernel instead.
+static __always_inline int find_delta_rows(struct rule_cache *cache, __u16 map_id, __u64 *file_id, __u32 first)
 {
+  void *deltas;
+  struct stack_delta_slot *row;
   switch (map_id) {
 #define BUCKET_CASE(n)                                                                                  \
   case n:                                                                                               \
-    return bpf_map_lookup_elem(&exe_id_to_##n##_stack_deltas, file_id);
+    deltas = bpf_map_lookup_elem(&exe_id_to_##n##_stack_deltas, file_id);                               \
+    if (!deltas)                                                                                        \
+      return -1;                                                                                        \
+    row = bpf_map_lookup_elem(deltas, &first);                                                          \
+    if (!row)                                                                                           \
+      return -1;                                                                                        \
+    cache->rows_base = (__u64)row;                                                                      \
+    return 0;
     BUCKET_CASE(8)
     BUCKET_CASE(9)
     BUCKET_CASE(10)
@@ -85,46 +98,60 @@ static __always_inline void *delta_array(__u16 map_id, __u64 *file_id)
     BUCKET_CASE(23)
 #undef BUCKET_CASE
   }
-  return 0;
+  return -1;
 }
 
 // The rule for `vaddr` of file `file_id` from the tables: the unwind_info field of the last delta at or
 // before it. Returns -1 when the file has no table for the address.
 //
-// Each step of a binary search through the file's array is a map lookup (a helper call through the
-// inner map's operations, on a line no other sample touched lately), so once the page's range is down
-// to DELTA_WINDOW rows they are copied into `cache->window` at once and searched there.
+// Each step of a binary search through the file's array reads one row (on a line no other sample touched
+// lately), so once the page's range is down to DELTA_WINDOW rows they are copied into `cache->window` at
+// once and searched there.
 static __always_inline int search_unwind_info(struct rule_cache *cache, __u64 file_id, __u64 vaddr,
                                               __u16 *unwind_info, __u16 *addr_low)
 {
   struct stack_delta_page_key key = {.file_id = file_id, .page = vaddr >> STACK_DELTA_PAGE_BITS};
   struct stack_delta_page_info *page = bpf_map_lookup_elem(&stack_delta_page_to_info, &key);
-  if (!page || page->num_deltas == 0)
+  if (!page || page->num_deltas == 0 || page->map_id > STACK_DELTA_BUCKET_LARGEST)
     return -1;
-  void *deltas = delta_array(page->map_id, &file_id);
-  if (!deltas)
+  __u32 first = page->first_delta;
+  __u16 map_id = page->map_id;
+  // The page's rows must lie inside the bucket's array: a corrupt entry must not send the reads past it.
+  __u32 rows = page->num_deltas;
+  __u32 capacity = 1U << map_id;
+  if (first >= capacity)
     return -1;
+  if (rows > capacity - first)
+    rows = capacity - first;
+  if (find_delta_rows(cache, map_id, &file_id, first))
+    return -1;
+  __u64 base = *(volatile __u64 *)&cache->rows_base;
   __u16 target = vaddr & STACK_DELTA_PAGE_MASK;
-  __u32 low = page->first_delta;
-  __u32 high = low + page->num_deltas; // exclusive
+  __u64 low = 0;
+  __u64 high = rows; // exclusive; both relative to `first`
+  // Without branches: every step runs, and one that finds the range already down to DELTA_WINDOW rows
+  // changes nothing. A branch per step would be 2^11 paths for the verifier to check.
   for (int i = 0; i < DELTA_SEARCH_STEPS - DELTA_WINDOW_BITS; i++) {
-    if (high - low <= DELTA_WINDOW)
-      break;
-    __u32 middle = (low + high) / 2;
-    struct stack_delta *delta = bpf_map_lookup_elem(deltas, &middle);
-    if (!delta)
+    __u64 middle = (low + high) / 2;
+    struct stack_delta_slot slot;
+    if (bpf_probe_read_kernel(&slot, sizeof(slot.delta), (void *)(base + middle * sizeof(slot))))
       return -1;
-    if (delta->addr_low <= target)
-      low = middle;
-    else
-      high = middle;
+    __u64 active = (__u64)(DELTA_WINDOW - (__s64)(high - low)) >> 63;          // range > DELTA_WINDOW
+    __u64 above = (__u64)((__s64)target - (__s64)slot.delta.addr_low) >> 63; // row starts past target
+    __u64 move_low = active & (above ^ 1);
+    __u64 move_high = active & above;
+    // Hidden from the compiler, which would turn the masks back into branches.
+    barrier_var(move_low);
+    barrier_var(move_high);
+    low += (middle - low) & -move_low;
+    high -= (high - middle) & -move_high;
   }
   // 1..DELTA_WINDOW rows are left (a page has fewer than 2^16, each step above halves them), so the mask
   // changes nothing; it shows the verifier the bound, which it does not derive from the loop.
-  __u32 count = ((high - low - 1) & (DELTA_WINDOW - 1)) + 1;
+  __u32 count = ((__u32)(high - low - 1) & (DELTA_WINDOW - 1)) + 1;
   // Rows low..high-1 are contiguous in the array, which holds every row of the page.
-  struct stack_delta *first = bpf_map_lookup_elem(deltas, &low);
-  if (!first || bpf_probe_read_kernel(cache->window, count * sizeof(struct stack_delta_slot), first))
+  if (bpf_probe_read_kernel(cache->window, count * sizeof(struct stack_delta_slot),
+                            (void *)(base + (__u64)low * sizeof(struct stack_delta_slot))))
     return -1;
   __u32 row = 0;
   __u32 end = count;

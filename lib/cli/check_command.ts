@@ -7,6 +7,7 @@
 import { libbpf } from "../bpf/libbpf.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { Tracer } from "../record/tracer.ts";
+import type { KernelAddress } from "../types.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { readGlibcThreadLayout } from "../interpreter/glibc_threads.ts";
 import { MAX_PYTHON_MINOR, MIN_PYTHON_MINOR } from "../interpreter/python/offsets.ts";
@@ -38,6 +39,15 @@ function readText(path: string): string | null {
   }
 }
 
+/** The first kernel text symbol's address in /proc/kallsyms (its first lines), or null when hidden. */
+function firstKernelTextAddress(): KernelAddress | null {
+  using file = Deno.openSync("/proc/kallsyms");
+  const buffer = new Uint8Array(4096);
+  const text = new TextDecoder().decode(buffer.subarray(0, file.readSync(buffer) ?? 0));
+  const match = /^ffffffff([0-9a-f]{8}) [tT] /m.exec(text);
+  return match ? parseInt(match[1]!, 16) as KernelAddress : null;
+}
+
 /** Runs every check. */
 export function runChecks(): CheckResult[] {
   const results: CheckResult[] = [];
@@ -63,13 +73,28 @@ export function runChecks(): CheckResult[] {
     closePerfEvent(fd);
     return `cpu-clock sampling works (perf_event_paranoid ${paranoid ?? "?"})`;
   }));
+  // Whether the kernel names kernel frames itself (a BPF program), learnt while the tracer is up.
+  let kernelNames: string | null = null;
   results.push(attempt("BPF tracer", true, () => {
     const tracer = Tracer.start({ frequencyHz: 1 });
     const cpus = tracer.cpus.length;
-    tracer.close();
+    try {
+      if (tracer.kernelNames !== null) {
+        // A kernel text address every kernel has: where the names of kernel frames come from.
+        const start = firstKernelTextAddress();
+        if (start !== null) {
+          tracer.kernelNames.name([start]);
+          const symbol = tracer.kernelNames.lookup(start);
+          kernelNames = symbol ? `named by the kernel through BPF (e.g. ${symbol.name})` : null;
+        }
+      }
+    } finally {
+      tracer.close();
+    }
     return `programs load and attach on ${cpus} CPUs (perf_event, raw tracepoints, ring buffer, tail calls)`;
   }));
   results.push(attempt("kernel symbols", false, () => {
+    if (kernelNames !== null) return kernelNames;
     const head = readText("/proc/kallsyms")?.slice(0, 16) ?? "";
     if (/^0+ /.test(head) || head === "") {
       throw new Error(

@@ -1,6 +1,6 @@
 /**
- * Host-side symbolization: ELF symbol tables, separate debug files, native frames, kernel symbols and
- * C++/Rust demangling.
+ * Host-side symbolization: ELF symbol tables, separate debug files, native frames, kernel symbols (named
+ * through BPF, or from /proc/kallsyms) and C++/Rust demangling.
  *
  * @example
  * ```ts
@@ -17,4 +17,5 @@ export * from "./symbol_table.ts";
 export * from "./debug_file.ts";
 export * from "./native.ts";
 export * from "./kallsyms.ts";
+export * from "./bpf_kernel_names.ts";
 export * from "./demangle.ts";

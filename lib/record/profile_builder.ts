@@ -1,6 +1,7 @@
 /**
  * Turns the aggregated stacks of a session into a {@linkcode Profile}: one location per distinct frame,
- * symbolized once, on the host: kernel frames from /proc/kallsyms, native frames from the ELF symbol
+ * symbolized once, on the host: kernel frames by the symbolizer given (the kernel's own names through BPF
+ * during a recording, else /proc/kallsyms), native frames from the ELF symbol
  * tables of the mapped files (or their separate debug files), demangled. A frame that cannot be named
  * reads `[binary+0xoffset]` so that it can still be looked up later by hand.
  *

@@ -79,15 +79,17 @@ export function runChecks(): CheckResult[] {
     const tracer = Tracer.start({ frequencyHz: 1 });
     const cpus = tracer.cpus.length;
     try {
-      if (tracer.kernelNames !== null) {
-        // A kernel text address every kernel has: where the names of kernel frames come from.
-        const start = firstKernelTextAddress();
-        if (start !== null) {
-          tracer.kernelNames.name([start]);
-          const symbol = tracer.kernelNames.lookup(start);
-          kernelNames = symbol ? `named by the kernel through BPF (e.g. ${symbol.name})` : null;
-        }
+      // A kernel text address every kernel has: where the names of kernel frames come from. A failure
+      // here is not the tracer's: the kernel symbols check below then reports /proc/kallsyms.
+      const names = tracer.kernelNames;
+      const start = names === null ? null : firstKernelTextAddress();
+      if (names !== null && start !== null) {
+        names.name([start]);
+        const symbol = names.lookup(start);
+        kernelNames = symbol ? `named by the kernel through BPF (e.g. ${symbol.name})` : null;
       }
+    } catch {
+      kernelNames = null;
     } finally {
       tracer.close();
     }

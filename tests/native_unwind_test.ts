@@ -96,6 +96,16 @@ Deno.test(
 );
 
 Deno.test(
+  tracingTest("a thread whose stack ends right above its first frames unwinds completely", async () => {
+    // The unwinder reads user stack in windows of several frames; here a window from the outermost
+    // frames would cross the end of the stack's mapping, and must shrink instead of failing.
+    const stackEnd = await buildWorkload("stack_end", ["-O2", "-fomit-frame-pointer"]);
+    const stacks = (await recordFolded([stackEnd, "3"])).filter((stack) => stack.comm === "stack_end");
+    assert.ok(share(stacks, (s) => hasChain(s.frames, ["entry", "a", "b", "c"]), "stack end") >= 0.95);
+  }),
+);
+
+Deno.test(
   tracingTest("a library loaded with dlopen during the recording is unwound and symbolized", async () => {
     const main = await buildWorkload("dlopen_main", ["-O2", "-fomit-frame-pointer"]);
     const plugin = await buildWorkload(

@@ -1,0 +1,71 @@
+// Test workload: a thread whose stack ends right above its first frames. clone() starts it at the top of
+// a stack this program maps itself, with the page above unmapped, so that the unwinder's reads of user
+// stack near the thread's outermost frames reach the end of the mapping (the BPF stack window must fall
+// back to shorter reads there). The thread runs entry -> a -> b -> c, where c burns CPU; the main thread
+// waits. Built with -fomit-frame-pointer, so only the stack deltas unwind it. Usage: stack_end SECONDS
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STACK_BYTES (64 * 1024)
+#define PAGE 4096
+
+static volatile uint64_t sink;
+static volatile int finished;
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void c(double end)
+{
+  uint64_t x = 1;
+  do {
+    for (int i = 0; i < 2000000; i++)
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+    sink = x;
+  } while (now() < end);
+}
+
+__attribute__((noinline)) void b(double end)
+{
+  c(end);
+  sink++;
+}
+
+__attribute__((noinline)) void a(double end)
+{
+  b(end);
+  sink++;
+}
+
+static int entry(void *arg)
+{
+  a(*(double *)arg);
+  finished = 1;
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  static double end;
+  end = now() + (argc > 1 ? atof(argv[1]) : 5);
+  // The stack and one page above it; the page above is unmapped again, so nothing follows the stack.
+  char *memory = mmap(NULL, STACK_BYTES + PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED || munmap(memory + STACK_BYTES, PAGE) != 0)
+    return 1;
+  int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+  if (clone(entry, memory + STACK_BYTES, flags, &end) == -1)
+    return 1;
+  while (!finished)
+    usleep(10000);
+  return 0;
+}

@@ -30,6 +30,11 @@ export interface ProgramInfo {
   jitedBytes: number;
   /** Instructions after the verifier's rewrites. */
   instructions: number;
+  /**
+   * Instructions the verifier processed to accept the program (its load-time work), or null on kernels
+   * before 5.16, which do not report it.
+   */
+  verifiedInstructions: number | null;
 }
 
 /** BPF_MAP_TYPE_* names by number (enum bpf_map_type). */
@@ -69,7 +74,7 @@ const MAP_TYPES = [
   "CGRP_STORAGE",
 ];
 
-/** BPF_PROG_TYPE_* names by number (enum bpf_prog_type), up to the tracing types. */
+/** BPF_PROG_TYPE_* names by number (enum bpf_prog_type), up to the syscall programs. */
 const PROGRAM_TYPES = [
   "UNSPEC",
   "SOCKET_FILTER",
@@ -98,6 +103,11 @@ const PROGRAM_TYPES = [
   "RAW_TRACEPOINT_WRITABLE",
   "CGROUP_SOCKOPT",
   "TRACING",
+  "STRUCT_OPS",
+  "EXT",
+  "LSM",
+  "SK_LOOKUP",
+  "SYSCALL",
 ];
 
 /** The name of a map type, e.g. "LPM_TRIE". */
@@ -113,18 +123,22 @@ export function programTypeName(type: number): string {
 /** BPF_MAP_TYPE_LPM_TRIE. */
 export const MAP_TYPE_LPM_TRIE = 11;
 
-function objectInfo(fd: number, what: string): DataView {
+/** The kernel's bpf_*_info of an object, and how many of its bytes the kernel filled. */
+function objectInfo(fd: number, what: string): { view: DataView; length: number } {
   // Larger than any kernel's struct; the kernel checks that the bytes it does not know are zero.
   const info = new Uint8Array(256);
   const length = new Uint32Array([info.length]);
   const result = libbpf().fn.bpf_obj_get_info_by_fd(fd, info, new Uint8Array(length.buffer));
   if (result < 0) throw new LibbpfError(`get the kernel's information on ${what}`, -result);
-  return new DataView(info.buffer);
+  return { view: new DataView(info.buffer), length: length[0]! };
 }
+
+/** Where struct bpf_prog_info holds verified_insns (include/uapi/linux/bpf.h, Linux 5.16+). */
+const PROG_INFO_VERIFIED_INSNS = 216;
 
 /** Reads a map's type, sizes and flags from the kernel. */
 export function mapInfo(fd: number): MapInfo {
-  const view = objectInfo(fd, `map fd ${fd}`);
+  const { view } = objectInfo(fd, `map fd ${fd}`);
   return {
     type: view.getUint32(0, true),
     keySize: view.getUint32(8, true),
@@ -136,10 +150,13 @@ export function mapInfo(fd: number): MapInfo {
 
 /** Reads a program's type and sizes from the kernel. */
 export function programInfo(fd: number): ProgramInfo {
-  const view = objectInfo(fd, `program fd ${fd}`);
+  const { view, length } = objectInfo(fd, `program fd ${fd}`);
   return {
     type: view.getUint32(0, true),
     jitedBytes: view.getUint32(16, true),
     instructions: view.getUint32(20, true) / 8,
+    verifiedInstructions: length >= PROG_INFO_VERIFIED_INSNS + 4
+      ? view.getUint32(PROG_INFO_VERIFIED_INSNS, true)
+      : null,
   };
 }

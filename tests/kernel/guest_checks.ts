@@ -156,7 +156,12 @@ function loadProgram(name: string, section: string): GuestCheck {
         loadFailure(error);
       }
       const info = programInfo(object.program(name).fd);
-      return `${programTypeName(info.type)} (SEC ${section}): ${info.instructions} instructions verified, ` +
+      const processed = info.verifiedInstructions === null
+        ? ""
+        : ` (${info.verifiedInstructions} processed by the verifier)`;
+      return `${
+        programTypeName(info.type)
+      } (SEC ${section}): ${info.instructions} instructions${processed}, ` +
         `JIT ${info.jitedBytes} bytes`;
     },
   };

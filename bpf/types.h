@@ -119,6 +119,7 @@ enum limits {
   MAX_FRAMES = 192,              // MAX_FRAME_UNWINDS + MAX_KERNEL_FRAMES
   COMM_LEN = 16,
   PID_FILTER_MAX_ENTRIES = 16384,
+  STACK_WINDOW_BYTES = 256,      // user stack read at once by the native unwinder (a power of two)
 };
 
 // The seed's stack-delta constants (support package): deltas are grouped per 64 KiB page of a file; a
@@ -273,7 +274,6 @@ enum interpreter_constants {
   // The most of a Python frame the unwinder reads: every field it needs lies in the first 112 bytes of
   // PyFrameObject (3.8-3.10) or _PyInterpreterFrame (3.11+). A power of two (offsets are masked).
   PYTHON_FRAME_BYTES = 128,
-  STACK_WINDOW_BYTES = 256,
 };
 
 // Where an interpreter's loop lies in one of its files (interpreter_offsets, keyed by file id): when the

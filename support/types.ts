@@ -267,6 +267,7 @@ export const Limits = {
   MaxFrames: 192,
   CommLen: 16,
   PidFilterMaxEntries: 16384,
+  StackWindowBytes: 256,
 } as const;
 /** One value of {@linkcode Limits}. */
 export type Limits = (typeof Limits)[keyof typeof Limits];
@@ -332,7 +333,6 @@ export type UnwindFpOpcode = (typeof UnwindFpOpcode)[keyof typeof UnwindFpOpcode
 export const InterpreterConstants = {
   InterpreterRanges: 2,
   PythonFrameBytes: 128,
-  StackWindowBytes: 256,
 } as const;
 /** One value of {@linkcode InterpreterConstants}. */
 export type InterpreterConstants = (typeof InterpreterConstants)[keyof typeof InterpreterConstants];

@@ -84,8 +84,7 @@ function ringBufferBytes(cpus: number, frequencyHz: number): number {
 export class Tracer {
   readonly cpus: number[];
   readonly periodNs: number;
-  /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
-  kernelNames: BpfKernelNames | null = null;
+  #kernelNames: BpfKernelNames | null = null;
   #object: BpfObject;
   #links: BpfLink[] = [];
   #reader: RingBufferReader | null = null;
@@ -136,7 +135,7 @@ export class Tracer {
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
       object.load();
-      if (namesKernel) tracer.kernelNames = new BpfKernelNames(object);
+      if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
       const progs = object.map("progs");
       progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));
@@ -169,6 +168,11 @@ export class Tracer {
   /** The loaded BPF object, for the parts that fill its maps (the native unwinder's tables). */
   get object(): BpfObject {
     return this.#object;
+  }
+
+  /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
+  get kernelNames(): BpfKernelNames | null {
+    return this.#kernelNames;
   }
 
   /** Delivers the records waiting in the ring buffer to `sink`; returns how many. */

@@ -83,11 +83,6 @@ export class BpfKernelNames {
     }
   }
 
-  /** Whether {@linkcode name} has named the address (even as unknown). */
-  covers(address: KernelAddress): boolean {
-    return this.#names.has(address);
-  }
-
   /** The symbol holding a named address, or null (unknown to the kernel, or never named). */
   lookup(address: KernelAddress): KernelSymbol | null {
     return this.#names.get(address) ?? null;

@@ -7,7 +7,15 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
-import { buildWorkload, hasChain, REPO_ROOT, tempDir, tracingUnavailable, V8_FLAGS } from "./helpers.ts";
+import {
+  buildWorkload,
+  DENO_RUN_ENV,
+  hasChain,
+  omniprofArgs,
+  REPO_ROOT,
+  tempDir,
+  tracingUnavailable,
+} from "./helpers.ts";
 import {
   decodeRequest,
   encodeResponse,
@@ -155,9 +163,9 @@ class AgentProcess {
 
   constructor(args: string[]) {
     this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `--v8-flags=${V8_FLAGS}`, `${REPO_ROOT}main.ts`, "agent", ...args],
+      args: omniprofArgs(["agent", ...args]),
       cwd: REPO_ROOT,
-      env: { OMNIPROF_LOG: "info" },
+      env: { ...DENO_RUN_ENV, OMNIPROF_LOG: "info" },
       stdout: "piped",
       stderr: "piped",
     }).spawn();

@@ -18,6 +18,11 @@ export const DENO_RUN_ENV: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1" 
 const root = new URL("..", import.meta.url).pathname;
 const buildDir = `${root}tests/.build/`;
 
+/** Deno's arguments that run omniprof from source as users do: `run -A --v8-flags=... main.ts ARGS`. */
+export function omniprofArgs(args: string[]): string[] {
+  return ["run", "-A", `--v8-flags=${V8_FLAGS}`, `${root}main.ts`, ...args];
+}
+
 /** The repository root, with a trailing slash. */
 export const REPO_ROOT = root;
 
@@ -81,7 +86,7 @@ export interface CliResult {
 export async function runCli(args: string[], options: { env?: Record<string, string>; uid?: number } = {}) {
   const command = options.uid === undefined
     ? new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `--v8-flags=${V8_FLAGS}`, `${root}main.ts`, ...args],
+      args: omniprofArgs(args),
       cwd: root,
       env: { ...DENO_RUN_ENV, ...options.env },
       stdout: "piped",
@@ -93,11 +98,7 @@ export async function runCli(args: string[], options: { env?: Record<string, str
         `--regid=${options.uid}`,
         "--clear-groups",
         Deno.execPath(),
-        "run",
-        "-A",
-        `--v8-flags=${V8_FLAGS}`,
-        `${root}main.ts`,
-        ...args,
+        ...omniprofArgs(args),
       ],
       cwd: root,
       env: { ...DENO_RUN_ENV, ...options.env },

@@ -5,12 +5,13 @@ import assert from "node:assert/strict";
 import {
   buildWorkload,
   countWhere,
+  DENO_RUN_ENV,
   hasChain,
+  omniprofArgs,
   parseFolded,
   runCli,
   tempDir,
   tracingTest,
-  V8_FLAGS,
 } from "./helpers.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
@@ -187,15 +188,8 @@ Deno.test(tracingTest("record stops on SIGINT and still writes the profile", asy
   const dir = tempDir();
   try {
     const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-A",
-        `--v8-flags=${V8_FLAGS}`,
-        new URL("../main.ts", import.meta.url).pathname,
-        "record",
-        "-o",
-        `${dir}/out.pb.gz`,
-      ],
+      args: omniprofArgs(["record", "-o", `${dir}/out.pb.gz`]),
+      env: DENO_RUN_ENV,
       stdout: "piped",
       stderr: "piped",
     }).spawn();

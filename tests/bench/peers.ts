@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { DENO_RUN_ENV, REPO_ROOT, V8_FLAGS } from "../helpers.ts";
+import { DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "../helpers.ts";
 import { type NamedProgram, processTree, ProgramWatcher } from "./bpf_programs.ts";
 import { monotonicNs } from "./monotonic_clock.ts";
 import {
@@ -265,19 +265,17 @@ export const omniprof: Peer = {
     const statsPath = `${options.dir}/omniprof.stats.json`;
     const run = await timedRun([
       Deno.execPath(),
-      "run",
-      "-A",
-      `--v8-flags=${V8_FLAGS}`,
-      `${REPO_ROOT}main.ts`,
-      "record",
-      "-d",
-      String(options.durationSeconds),
-      "-F",
-      String(options.frequencyHz),
-      "-o",
-      output,
-      "--stats",
-      statsPath,
+      ...omniprofArgs([
+        "record",
+        "-d",
+        String(options.durationSeconds),
+        "-F",
+        String(options.frequencyHz),
+        "-o",
+        output,
+        "--stats",
+        statsPath,
+      ]),
     ], {
       label: "omniprof",
       dir: options.dir,

@@ -21,6 +21,7 @@ static __always_inline struct process_event *process_event_reserve(__u32 kind, _
   event->parent_pid = 0;
   event->file_id = 0;
   __builtin_memset(event->comm, 0, sizeof(event->comm));
+  event->address = 0;
   return event;
 }
 

@@ -162,10 +162,12 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
     if (found == RULE_BAD)
       return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
     if (found == RULE_NO_TABLE) {
-      if (bpf_map_lookup_elem(&loaded_files, &file_id))
+      __u8 *loaded = bpf_map_lookup_elem(&loaded_files, &file_id);
+      if (loaded && *loaded == LOADED_FILE_COMPLETE)
         return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
-      // The host loads a file's deltas when its code first runs; until then, frame pointers.
-      report_file(file_id, trace->hdr.pid);
+      // The host loads a file's deltas (a large file's, page by page) when its code first runs; until
+      // then, frame pointers.
+      report_file(file_id, lookup, trace->hdr.pid);
       metric_increment(METRIC_UNWIND_FILE_PENDING);
       return step_frame_pointer(trace, state);
     }

@@ -65,14 +65,14 @@ static __always_inline int find_mapping(__u32 pid, __u64 pc, struct pid_page_map
 // -1 when there is none. An address stored and read back is a plain number to the verifier, where a
 // pointer into one bucket's map would make it check the search once per bucket (16 times, 100k+
 // instructions); the search reads rows with bpf_probe_read_kernel instead.
-static __always_inline int find_delta_rows(struct rule_cache *cache, __u16 map_id, __u64 *file_id, __u32 first)
+static __always_inline int find_delta_rows(struct rule_cache *cache, __u16 map_id, __u64 *rows_id, __u32 first)
 {
   void *deltas;
   struct stack_delta_slot *row;
   switch (map_id) {
 #define BUCKET_CASE(n)                                                                                  \
   case n:                                                                                               \
-    deltas = bpf_map_lookup_elem(&exe_id_to_##n##_stack_deltas, file_id);                               \
+    deltas = bpf_map_lookup_elem(&exe_id_to_##n##_stack_deltas, rows_id);                               \
     if (!deltas)                                                                                        \
       return -1;                                                                                        \
     row = bpf_map_lookup_elem(deltas, &first);                                                          \
@@ -123,7 +123,8 @@ static __always_inline int search_unwind_info(struct rule_cache *cache, __u64 fi
     return -1;
   if (rows > capacity - first)
     rows = capacity - first;
-  if (find_delta_rows(cache, map_id, &file_id, first))
+  __u64 rows_id = page->rows_id;
+  if (find_delta_rows(cache, map_id, &rows_id, first))
     return -1;
   __u64 base = *(volatile __u64 *)&cache->rows_base;
   __u16 target = vaddr & STACK_DELTA_PAGE_MASK;
@@ -247,18 +248,23 @@ static __always_inline void report_process(__u32 kind, __u32 pid)
     process_event_submit(event);
 }
 
-// Asks the host to load a file's deltas, at most every REPORT_INTERVAL_NS per file.
-static __always_inline void report_file(__u64 file_id, __u32 pid)
+// Asks the host to load the deltas of a file's page holding `vaddr`, at most every REPORT_INTERVAL_NS
+// per page.
+static __always_inline void report_file(__u64 file_id, __u64 vaddr, __u32 pid)
 {
   __u64 now = bpf_ktime_get_ns();
-  __u64 *last = bpf_map_lookup_elem(&reported_files, &file_id);
+  // File ids stay far below 2^24 and pages below 2^40: the key is unique in practice, and a collision
+  // only delays one request.
+  __u64 key = (file_id << 40) ^ (vaddr >> STACK_DELTA_PAGE_BITS);
+  __u64 *last = bpf_map_lookup_elem(&reported_files, &key);
   if (last && now - *last < REPORT_INTERVAL_NS)
     return;
-  bpf_map_update_elem(&reported_files, &file_id, &now, BPF_ANY);
+  bpf_map_update_elem(&reported_files, &key, &now, BPF_ANY);
   struct process_event *event = process_event_reserve(EVENT_KIND_FILE_NEEDED, pid, 0, now);
   if (!event)
     return;
   event->file_id = (__u32)file_id;
+  event->address = vaddr;
   process_event_submit(event);
 }
 

@@ -131,6 +131,10 @@ enum stack_delta_constants {
   STACK_DELTA_BUCKET_LARGEST = 23,
   // stack_delta.unwind_info with this bit set is an unwind_command, not an index into unwind_info_array.
   DELTA_COMMAND_FLAG = 0x8000,
+  // loaded_files values: every page of the file is in the tables (a page without rows has no CFI), or
+  // pages are loaded one at a time as the unwinder meets them.
+  LOADED_FILE_COMPLETE = 1,
+  LOADED_FILE_BY_PAGE = 2,
   // unwind_info.merge_opcode: the low 7 bits are the distance to a second rule merged into this one
   // (a push or pop right after), whose CFA offset is param + 8, or param - 8 with this bit.
   MERGE_OPCODE_NEGATIVE = 0x80,
@@ -210,6 +214,7 @@ struct process_event {
   __u32 parent_pid;    // fork: the parent process; otherwise 0
   __u32 file_id;       // file needed: the file; otherwise 0
   char comm[COMM_LEN];
+  __u64 address;       // file needed: the ELF address the unwinder met; otherwise 0
 };
 
 struct pid_filter_value {
@@ -248,9 +253,10 @@ struct stack_delta_page_key {
 };
 
 struct stack_delta_page_info {
-  __u32 first_delta; // index of the page's first row in the file's delta array
+  __u32 first_delta; // index of the page's first row in its delta array
   __u16 num_deltas;
-  __u16 map_id;      // bucket: the file's deltas are in exe_id_to_<map_id>_stack_deltas
+  __u16 map_id;      // bucket: the rows are in exe_id_to_<map_id>_stack_deltas
+  __u32 rows_id;     // the array's key there: the file id, or an id of its own for a page loaded alone
 };
 
 // LPM trie key: pid and address big-endian, so that prefixes of (pid, address) bits match.

@@ -33,13 +33,14 @@ export const frameLayout = {
   pad: { offset: 18, size: 6, count: 6, elementSize: 1 }, // __u8[6]
 } as const;
 
-/** Layout of C `struct process_event` (48 bytes). */
+/** Layout of C `struct process_event` (56 bytes). */
 export const processEventLayout = {
-  sizeof: 48,
+  sizeof: 56,
   hdr: { offset: 0, size: 24 }, // struct event_header
   parent_pid: { offset: 24, size: 4 }, // __u32
   file_id: { offset: 28, size: 4 }, // __u32
   comm: { offset: 32, size: 16, count: 16, elementSize: 1 }, // char[16]
+  address: { offset: 48, size: 8 }, // __u64
 } as const;
 
 /** Layout of C `struct pid_filter_value` (4 bytes). */
@@ -82,12 +83,13 @@ export const stackDeltaPageKeyLayout = {
   page: { offset: 8, size: 8 }, // __u64
 } as const;
 
-/** Layout of C `struct stack_delta_page_info` (8 bytes). */
+/** Layout of C `struct stack_delta_page_info` (12 bytes). */
 export const stackDeltaPageInfoLayout = {
-  sizeof: 8,
+  sizeof: 12,
   first_delta: { offset: 0, size: 4 }, // __u32
   num_deltas: { offset: 4, size: 2 }, // __u16
   map_id: { offset: 6, size: 2 }, // __u16
+  rows_id: { offset: 8, size: 4 }, // __u32
 } as const;
 
 /** Layout of C `struct pid_page_mapping_key` (16 bytes). */
@@ -287,6 +289,8 @@ export const StackDeltaConstants = {
   StackDeltaBucketSmallest: 8,
   StackDeltaBucketLargest: 23,
   DeltaCommandFlag: 32768,
+  LoadedFileComplete: 1,
+  LoadedFileByPage: 2,
   MergeOpcodeNegative: 128,
   BitWidthPid: 32,
   BitWidthPage: 64,
@@ -362,5 +366,5 @@ export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelName
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 296,
+  tracer_config: 312,
 } as const;

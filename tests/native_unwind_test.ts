@@ -66,15 +66,49 @@ Deno.test(tracingTest("a frameless leaf keeps its caller: main;a;b;c in >= 95% o
 Deno.test(tracingTest("a callback through libc's qsort is complete in >= 90% of samples", async () => {
   const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
   const stacks = (await recordFolded([qsort, "3"])).filter((stack) => stack.comm === "qsort_callback");
-  const complete = share(stacks, (s) => {
-    const main = s.frames.indexOf("main");
-    const sortRounds = s.frames.indexOf("sort_rounds");
-    const qsortFrame = s.frames.findIndex((frame) => /qsort/.test(frame));
-    const compare = s.frames.lastIndexOf("compare");
-    return main >= 0 && main < sortRounds && sortRounds < qsortFrame && qsortFrame < compare;
-  }, "qsort callback main;sort_rounds;...qsort...;compare");
-  assert.ok(complete >= 0.9);
+  assert.ok(share(stacks, throughQsort, "qsort callback main;sort_rounds;...qsort...;compare") >= 0.9);
 }));
+
+/** main, sort_rounds, a qsort frame of libc and the compare callback, in that order. */
+function throughQsort(stack: FoldedStack): boolean {
+  const main = stack.frames.indexOf("main");
+  const sortRounds = stack.frames.indexOf("sort_rounds");
+  const qsortFrame = stack.frames.findIndex((frame) => /qsort/.test(frame));
+  const compare = stack.frames.lastIndexOf("compare");
+  return main >= 0 && main < sortRounds && sortRounds < qsortFrame && qsortFrame < compare;
+}
+
+Deno.test(
+  tracingTest("a whole-system record loads libc a page at a time and unwinds through it", async () => {
+    // Not a command of the record's own (whose files load whole): libc is large, so its tables are
+    // loaded page by page as the unwinder meets its code, qsort's page among them.
+    const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
+    const workload = new Deno.Command(qsort, { args: ["5"], stdout: "null" }).spawn();
+    const dir = tempDir();
+    try {
+      const result = await runCli([
+        "record",
+        "-d",
+        "3",
+        "-o",
+        `${dir}/out.folded`,
+        "--stats",
+        `${dir}/stats.json`,
+      ]);
+      assert.equal(result.code, 0, result.stderr);
+      const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`));
+      console.log(`pages of large files loaded alone: ${stats.unwinding.pagesLoaded}`);
+      assert.ok(stats.unwinding.pagesLoaded >= 1);
+      const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`))
+        .filter((stack) => stack.comm === "qsort_callback");
+      assert.ok(share(stacks, throughQsort, "whole-system qsort callback") >= 0.9);
+    } finally {
+      workload.kill();
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
 
 Deno.test(
   tracingTest("a signal handler shows the handler, the trampoline and the interrupted frames", async () => {

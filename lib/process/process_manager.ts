@@ -62,8 +62,11 @@ interface ProcessState {
 export interface ProcessListener {
   onMappings(pid: Pid, mappings: readonly ResolvedMapping[]): void;
   onExit(pid: Pid): void;
-  /** A file most processes will map: prepare for it before any process needs it. */
-  onPreload?(file: MappedFile): void;
+  /**
+   * A file to prepare before any process needs it: one most processes map, or (`named`) one of a
+   * program the user named, whose first samples should be complete.
+   */
+  onPreload?(file: MappedFile, named: boolean): void;
 }
 
 /** Options, mainly for tests. */
@@ -184,7 +187,7 @@ export class ProcessManager {
   preload(wanted: (path: string) => boolean): void {
     const self = Deno.pid as Pid;
     for (const mapping of parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`))) {
-      if (wanted(mapping.path)) this.#listener?.onPreload?.(this.#fileOf(self, mapping));
+      if (wanted(mapping.path)) this.#listener?.onPreload?.(this.#fileOf(self, mapping), false);
     }
   }
 
@@ -195,7 +198,7 @@ export class ProcessManager {
   preloadProcess(pid: Pid): void {
     const state = this.#sync(pid);
     for (const mapping of state.mappings) {
-      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file);
+      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file, true);
     }
   }
 
@@ -225,7 +228,7 @@ export class ProcessManager {
       path: Deno.realPathSync(path),
       deleted: false,
     };
-    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping));
+    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping), true);
   }
 
   /** Closes the files kept open. Safe to call twice. */

@@ -263,8 +263,8 @@ function sessionListener(unwinding: NativeUnwinding, interpreters: InterpreterMa
       interpreters.onExit(pid);
       unwinding.onExit(pid);
     },
-    onPreload(file) {
-      unwinding.onPreload(file);
+    onPreload(file, named) {
+      unwinding.onPreload(file, named);
     },
   };
 }

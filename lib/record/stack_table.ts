@@ -31,6 +31,7 @@ import {
   FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
+  PROCESS_EVENT_ADDRESS,
   PROCESS_EVENT_FILE_ID,
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
@@ -94,7 +95,8 @@ interface Entry {
 /** The files that BPF frames refer to by id (the native unwinder's registry). */
 export interface FileRegistry {
   fileById(id: number): MappedFile | undefined;
-  onFileNeeded(id: number): void;
+  /** The unwinder met code of file `id` at ELF address `address` that it has no deltas for. */
+  onFileNeeded(id: number, address: number): void;
 }
 
 const NO_FILES: FileRegistry = { fileById: () => undefined, onFileNeeded: () => {} };
@@ -129,7 +131,7 @@ const decoder = new TextDecoder();
 export class StackTable implements RecordSink {
   #processes: ProcessManager;
   #fileById: (id: number) => MappedFile | undefined;
-  #onFileNeeded: (id: number) => void;
+  #onFileNeeded: (id: number, address: number) => void;
   #interpreters: InterpreterFrames;
   #buckets = new Map<number, Entry>();
   /** Stacks with interpreter frames, by what they name (see decodedKey). */
@@ -156,7 +158,7 @@ export class StackTable implements RecordSink {
     this.#processes = processes;
     this.#interpreters = interpreters;
     this.#fileById = (id) => files.fileById(id);
-    this.#onFileNeeded = (id) => files.onFileNeeded(id);
+    this.#onFileNeeded = (id, address) => files.onFileNeeded(id, address);
   }
 
   /** Distinct stacks, in order of first appearance. */
@@ -182,7 +184,12 @@ export class StackTable implements RecordSink {
         this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
       case EventKind.FileNeeded:
-        this.#onFileNeeded(view.getUint32(offset + PROCESS_EVENT_FILE_ID, true));
+        this.#onFileNeeded(
+          view.getUint32(offset + PROCESS_EVENT_FILE_ID, true),
+          // ELF addresses of user code stay below 2^53.
+          view.getUint32(offset + PROCESS_EVENT_ADDRESS, true) +
+            view.getUint32(offset + PROCESS_EVENT_ADDRESS + 4, true) * 2 ** 32,
+        );
         break;
       case EventKind.ProcessStale: {
         const pid = view.getUint32(offset + RECORD_PID, true) as Pid;

@@ -25,3 +25,4 @@ export const FRAME_FLAGS = frameLayout.flags.offset;
 export const PROCESS_EVENT_PARENT = processEventLayout.parent_pid.offset;
 export const PROCESS_EVENT_COMM = processEventLayout.comm.offset;
 export const PROCESS_EVENT_FILE_ID = processEventLayout.file_id.offset;
+export const PROCESS_EVENT_ADDRESS = processEventLayout.address.offset;

@@ -2,7 +2,9 @@
  * Keeps the BPF native unwinder's view of processes up to date: when the process manager (re)reads a
  * process, each executable file it maps gets its stack deltas loaded (once per file, shared by every
  * process, reference-counted, dropped when no process maps it any more) and the process's address
- * ranges are installed in the LPM trie. Files without usable CFI, anonymous memory (JIT code) and the
+ * ranges are installed in the LPM trie. Deltas are loaded when the unwinder first meets a file's code;
+ * a large file's (a C library's thousands of functions), one 64 KiB page at a time, until its code has
+ * run in enough pages to be worth loading whole. Files without usable CFI, anonymous memory (JIT code) and the
  * vdso are installed with file id 0, which tells the unwinder to follow frame pointers there.
  *
  * @example
@@ -22,15 +24,29 @@ import type { Prefix } from "../lpm/prefixes.ts";
 import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
 import { mappingBias } from "../process/proc_maps.ts";
 import type { Pid } from "../types.ts";
-import { UnwindProgram } from "../../support/types.ts";
+import { StackDeltaConstants, UnwindProgram } from "../../support/types.ts";
 import { PidPageMappings } from "./pid_page_mappings.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
-import { buildStackDeltas, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
-import { extractUnwindTable } from "./unwind_table.ts";
+import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
+import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
 const PF_X = 1;
 const USER_SPACE_END = 2 ** 47;
+const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
+/**
+ * Files with at least this many FDEs are loaded a page (64 KiB) at a time, as the unwinder meets their
+ * code: a C library has thousands, of which a profile runs a few pages' worth, and interpreting them all
+ * costs tens of ms at start. Smaller files load whole, so their first samples unwind completely.
+ */
+const BY_PAGE_MIN_FDES = 1024;
+/**
+ * A file whose code ran in this many pages is busy (an interpreter's loop, a server's library): the
+ * rest of it is loaded at once, so that its other pages lose no first samples to frame pointers.
+ */
+const BY_PAGE_MAX_PAGES = 8;
+/** Ids of the row arrays of pages loaded alone: above every file id. */
+const FIRST_PAGE_ROWS_ID = 2 ** 31;
 
 interface LoadedFile {
   readonly id: number;
@@ -39,9 +55,16 @@ interface LoadedFile {
   readonly segments: readonly LoadSegment[];
   /** The deltas in BPF, or null while the file's code has not run yet (or its tables failed). */
   deltas: StackDeltaFile | null;
+  /** For a file loaded page by page: its indexed CFI and the pages in BPF (null: failed to load). */
+  byPage: { index: UnwindTableIndex; pages: Map<number, LoadedPage | null> } | null;
   /** The tables were loaded (or failed to load): never try again. */
   tablesDone: boolean;
   references: number;
+}
+
+interface LoadedPage {
+  readonly rowsId: number;
+  readonly deltas: StackDeltaFile;
 }
 
 interface Installed {
@@ -53,8 +76,10 @@ interface Installed {
 export interface NativeUnwindingStats {
   /** Files seen in processes' mappings. */
   filesMapped: number;
-  /** Files whose stack deltas were loaded (their code ran). */
+  /** Files whose stack deltas were loaded (their code ran), whole or page by page. */
   filesLoaded: number;
+  /** Pages loaded alone, of files loaded page by page. */
+  pagesLoaded: number;
   filesFailed: number;
   /** Bytes of BPF map memory for stack deltas. */
   deltaBytes: number;
@@ -71,6 +96,8 @@ export class NativeUnwinding implements ProcessListener {
   #knownPids: BpfMap;
   #loadedFiles: BpfMap;
   #tablesLoaded = 0;
+  #pagesLoaded = 0;
+  #nextRowsId = FIRST_PAGE_ROWS_ID;
   #files = new Map<string, LoadedFile>();
   #byId = new Map<number, MappedFile>();
   #installed = new Map<Pid, Installed[]>();
@@ -113,6 +140,7 @@ export class NativeUnwinding implements ProcessListener {
     return {
       filesMapped: this.#files.size,
       filesLoaded: this.#tablesLoaded,
+      pagesLoaded: this.#pagesLoaded,
       filesFailed: this.#filesFailed,
       deltaBytes: this.#deltaMaps.bytes,
       trieEntries: this.#trie.entries,
@@ -168,19 +196,33 @@ export class NativeUnwinding implements ProcessListener {
     this.#knownPids.update(u32Key(pid), new Uint8Array([1]));
   }
 
-  onPreload(file: MappedFile): void {
+  /**
+   * Prepares `file` before its code runs: the whole of it for a program the user `named`; else a large
+   * file is only indexed, to be loaded page by page.
+   */
+  onPreload(file: MappedFile, named = false): void {
     // Kept for the whole session: one extra reference that is never released.
     const loaded = file.kind !== "anonymous" ? this.#register(file) : null;
     if (!loaded) return;
     loaded.references++;
-    this.#loadTables(loaded);
+    this.#loadTables(loaded, named);
+    if (named && loaded.byPage) this.#loadWhole(loaded, loaded.byPage);
   }
 
-  /** The unwinder met code of file `id` before its deltas were loaded: load them now. */
-  onFileNeeded(id: number): void {
+  /**
+   * The unwinder met code of file `id` (at ELF address `address`) before its deltas were loaded: load
+   * them now, or the page holding `address` for a file loaded page by page.
+   */
+  onFileNeeded(id: number, address: number): void {
     const file = this.#byId.get(id);
     const loaded = file ? this.#files.get(file.key) : undefined;
-    if (loaded && loaded.id === id) this.#loadTables(loaded);
+    if (!loaded || loaded.id !== id) return;
+    this.#loadTables(loaded);
+    const byPage = loaded.byPage;
+    if (!byPage) return;
+    if (byPage.pages.size < BY_PAGE_MAX_PAGES) {
+      this.#loadPage(loaded, byPage, Math.floor(address / PAGE_SIZE));
+    } else this.#loadWhole(loaded, byPage);
   }
 
   onExit(pid: Pid): void {
@@ -199,6 +241,9 @@ export class NativeUnwinding implements ProcessListener {
   #release(loaded: LoadedFile): void {
     if (--loaded.references > 0) return;
     if (loaded.deltas) this.#deltaMaps.unload(loaded.id, loaded.deltas);
+    for (const page of loaded.byPage?.pages.values() ?? []) {
+      if (page) this.#deltaMaps.unload(loaded.id, page.deltas, page.rowsId);
+    }
     if (loaded.tablesDone) this.#loadedFiles.delete(u64Key(loaded.id));
     this.#files.delete(loaded.file.key);
     // The id stays resolvable: traces already drained may still name it.
@@ -229,6 +274,7 @@ export class NativeUnwinding implements ProcessListener {
       file,
       segments,
       deltas: null,
+      byPage: null,
       tablesDone: segments.length === 0,
       references: 0,
     };
@@ -237,7 +283,7 @@ export class NativeUnwinding implements ProcessListener {
     return loaded;
   }
 
-  #loadTables(loaded: LoadedFile): void {
+  #loadTables(loaded: LoadedFile, whole = false): void {
     if (loaded.tablesDone || loaded.file.openPath === null) return;
     loaded.tablesDone = true;
     const started = performance.now();
@@ -245,7 +291,14 @@ export class NativeUnwinding implements ProcessListener {
     let deltas: StackDeltaFile | null = null;
     try {
       using elf = ElfFile.open(file.openPath!);
-      const table = extractUnwindTable(elf);
+      const index = indexUnwindTable(elf);
+      if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
+        loaded.byPage = { index, pages: new Map() };
+        this.#loadedFiles.update(u64Key(id), new Uint8Array([StackDeltaConstants.LoadedFileByPage]));
+        this.#noteLoaded(loaded, started, index.fdeCount, "FDEs indexed");
+        return;
+      }
+      const table = index.table();
       deltas = table.length > 0 ? buildStackDeltas(table, this.#deltaMaps.registry) : null;
     } catch (error) {
       this.#filesFailed++;
@@ -267,7 +320,7 @@ export class NativeUnwinding implements ProcessListener {
       if (deltas) this.#deltaMaps.load(id, deltas);
       loaded.deltas = deltas;
       // Only now may the unwinder stop at an address without a delta; until then it uses frame pointers.
-      this.#loadedFiles.update(u64Key(id), new Uint8Array([1]));
+      this.#loadedFiles.update(u64Key(id), new Uint8Array([StackDeltaConstants.LoadedFileComplete]));
     } catch (error) {
       this.#filesFailed++;
       logger.warn("Cannot store unwind tables of {path}: {error}; using frame pointers there", {
@@ -275,12 +328,70 @@ export class NativeUnwinding implements ProcessListener {
         error: String(error),
       });
     }
+    this.#noteLoaded(loaded, started, deltas?.count ?? 0, "rows");
+  }
+
+  /** Loads the rows of one page of a file loaded page by page; a page that fails stays unloaded. */
+  #loadPage(loaded: LoadedFile, byPage: NonNullable<LoadedFile["byPage"]>, page: number): void {
+    if (byPage.pages.has(page)) return;
+    const started = performance.now();
+    byPage.pages.set(page, null);
+    try {
+      const table = byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
+      const deltas = deltasOfPage(buildStackDeltas(table, this.#deltaMaps.registry), page);
+      const rowsId = this.#nextRowsId++;
+      this.#deltaMaps.load(loaded.id, deltas, rowsId);
+      byPage.pages.set(page, { rowsId, deltas });
+      this.#pagesLoaded++;
+    } catch (error) {
+      this.#filesFailed++;
+      logger.warn("Cannot load unwind tables of {path} at 0x{address}: {error}; using frame pointers there", {
+        path: loaded.file.path,
+        address: (page * PAGE_SIZE).toString(16),
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+    this.#loadMs += performance.now() - started;
+  }
+
+  /** Replaces the pages of a file loaded page by page with the whole file's rows. */
+  #loadWhole(loaded: LoadedFile, byPage: NonNullable<LoadedFile["byPage"]>): void {
+    const started = performance.now();
+    // Pages go first: a whole load writes every page's entry, which must then not be deleted.
+    for (const page of byPage.pages.values()) {
+      if (page) this.#deltaMaps.unload(loaded.id, page.deltas, page.rowsId);
+    }
+    loaded.byPage = null;
+    let deltas: StackDeltaFile | null = null;
+    try {
+      deltas = buildStackDeltas(byPage.index.table(), this.#deltaMaps.registry);
+      this.#deltaMaps.load(loaded.id, deltas, loaded.id);
+      loaded.deltas = deltas;
+      this.#loadedFiles.update(u64Key(loaded.id), new Uint8Array([StackDeltaConstants.LoadedFileComplete]));
+    } catch (error) {
+      this.#filesFailed++;
+      logger.warn("Cannot load unwind tables of {path}: {error}; using frame pointers there", {
+        path: loaded.file.path,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+    const elapsed = performance.now() - started;
+    this.#loadMs += elapsed;
+    logger.debug("Loaded the rest of {path}: {count} rows in {ms} ms", {
+      path: loaded.file.path,
+      count: deltas?.count ?? 0,
+      ms: elapsed.toFixed(1),
+    });
+  }
+
+  #noteLoaded(loaded: LoadedFile, started: number, count: number, what: string): void {
     const elapsed = performance.now() - started;
     this.#loadMs += elapsed;
     this.#tablesLoaded++;
-    logger.debug("Loaded unwind tables of {path}: {rows} rows in {ms} ms", {
-      path: file.path,
-      rows: deltas?.count ?? 0,
+    logger.debug("Loaded unwind tables of {path}: {count} {what} in {ms} ms", {
+      path: loaded.file.path,
+      count,
+      what,
       ms: elapsed.toFixed(1),
     });
   }

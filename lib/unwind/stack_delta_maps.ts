@@ -66,8 +66,12 @@ export class StackDeltaMaps {
     );
   }
 
-  /** Makes the deltas of file `fileId` visible to the unwinder. */
-  load(fileId: number, deltas: StackDeltaFile): void {
+  /**
+   * Makes the deltas of file `fileId` visible to the unwinder. Their rows go into an array of their
+   * own, keyed `rowsId` in its bucket: the file id for a whole file; an id of their own for pages of a
+   * file loaded one at a time.
+   */
+  load(fileId: number, deltas: StackDeltaFile, rowsId = fileId): void {
     // Its rules first: a row must never name a rule the unwinder cannot read yet.
     if (this.#registered > this.#flushed) {
       const from = this.#flushed * RULE_ELEMENT_SIZE;
@@ -97,7 +101,7 @@ export class StackDeltaMaps {
       writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
       const value = new Uint8Array(4);
       new DataView(value.buffer).setUint32(0, inner, true);
-      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(u64Key(fileId), value);
+      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(u64Key(rowsId), value);
     } finally {
       // The outer map holds the array now.
       libc().fn.close(inner);
@@ -110,6 +114,7 @@ export class StackDeltaMaps {
     const infoView = new DataView(info.buffer);
     writeU64(keyView, stackDeltaPageKeyLayout.file_id.offset, fileId);
     infoView.setUint16(stackDeltaPageInfoLayout.map_id.offset, deltas.bucket, true);
+    infoView.setUint32(stackDeltaPageInfoLayout.rows_id.offset, rowsId, true);
     for (let i = 0; i < deltas.pages.length; i++) {
       writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
       infoView.setUint32(stackDeltaPageInfoLayout.first_delta.offset, deltas.pageFirst[i]!, true);
@@ -119,8 +124,8 @@ export class StackDeltaMaps {
     this.bytes += deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }
 
-  /** Removes a file's deltas (its rules stay in the shared array). */
-  unload(fileId: number, deltas: StackDeltaFile): void {
+  /** Removes deltas loaded with {@linkcode load} (their rules stay in the shared array). */
+  unload(fileId: number, deltas: StackDeltaFile, rowsId = fileId): void {
     const pages = this.#object.map("stack_delta_page_to_info");
     const key = new Uint8Array(stackDeltaPageKeyLayout.sizeof);
     const keyView = new DataView(key.buffer);
@@ -129,7 +134,7 @@ export class StackDeltaMaps {
       writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
       pages.delete(key);
     }
-    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(u64Key(fileId));
+    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(u64Key(rowsId));
     this.bytes -= 2 ** deltas.bucket * ARRAY_ELEMENT_SIZE +
       deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }

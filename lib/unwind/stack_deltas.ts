@@ -111,6 +111,31 @@ export function framePointerDeltas(start: number, end: number): StackDeltaFile {
   return { deltas, count, pages, pageFirst, pageCount, bucket: bucketFor(count), droppedRules: 0 };
 }
 
+/**
+ * The rows of one page of `file` (page = ELF address >> 16), as a file of their own; a page without rows
+ * becomes one INVALID row, which tells the unwinder that the page has no CFI.
+ */
+export function deltasOfPage(file: StackDeltaFile, page: number): StackDeltaFile {
+  const at = file.pages.indexOf(page);
+  let deltas: Uint16Array;
+  if (at < 0) {
+    deltas = Uint16Array.of(0, INVALID);
+  } else {
+    const first = file.pageFirst[at]!;
+    deltas = file.deltas.slice(2 * first, 2 * (first + file.pageCount[at]!));
+  }
+  const count = deltas.length / 2;
+  return {
+    deltas,
+    count,
+    pages: Float64Array.of(page),
+    pageFirst: Uint32Array.of(0),
+    pageCount: Uint16Array.of(count),
+    bucket: bucketFor(count),
+    droppedRules: file.droppedRules,
+  };
+}
+
 function bucketFor(count: number): number {
   let bucket = StackDeltaConstants.StackDeltaBucketSmallest;
   while (2 ** bucket < count) bucket++;

@@ -3,11 +3,19 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { StackDeltaConstants, UnwindCommand, UnwindFpOpcode, UnwindOpcode } from "../../support/types.ts";
 import {
   buildStackDeltas,
+  deltasOfPage,
   framePointerDeltas,
   type StackDeltaFile,
   UnwindInfoRegistry,
 } from "./stack_deltas.ts";
-import { CfaRule, extractUnwindTable, findRow, FpRule, type UnwindTable } from "./unwind_table.ts";
+import {
+  CfaRule,
+  extractUnwindTable,
+  findRow,
+  FpRule,
+  indexUnwindTable,
+  type UnwindTable,
+} from "./unwind_table.ts";
 
 interface Rule {
   cfa: number; // CfaRule
@@ -171,6 +179,39 @@ Deno.test("buildStackDeltas() of a real libc matches its unwind table at every a
   );
   assert.ok(deltas.count < table.length);
   assert.ok(deltas.bucket >= 8 && deltas.bucket <= 23 && 2 ** deltas.bucket >= deltas.count);
+});
+
+Deno.test("a page of libc or python3 built alone holds the rows the whole file gives it", () => {
+  const PAGE = 2 ** StackDeltaConstants.StackDeltaPageBits;
+  for (const path of ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3"]) {
+    using elf = ElfFile.open(path);
+    const index = indexUnwindTable(elf);
+    const { registry } = registryWithStore();
+    const whole = buildStackDeltas(index.table(), registry);
+    const firstPage = whole.pages[0]!;
+    const lastPage = whole.pages[whole.pages.length - 1]!;
+    let withRows = 0;
+    // One page past each end too: those have no CFI.
+    for (let page = firstPage - 1; page <= lastPage + 1; page++) {
+      const alone = deltasOfPage(
+        buildStackDeltas(index.range(page * PAGE, (page + 1) * PAGE), registry),
+        page,
+      );
+      const at = whole.pages.indexOf(page);
+      const want = at < 0 ? [0, StackDeltaConstants.DeltaCommandFlag | UnwindCommand.Invalid] : [
+        ...whole.deltas.subarray(
+          2 * whole.pageFirst[at]!,
+          2 * (whole.pageFirst[at]! + whole.pageCount[at]!),
+        ),
+      ];
+      assert.deepEqual([...alone.deltas], want, `${path} page 0x${page.toString(16)}`);
+      assert.equal(alone.count, want.length / 2);
+      assert.ok(2 ** alone.bucket >= alone.count);
+      if (at >= 0) withRows++;
+    }
+    console.log(`${path}: ${withRows} pages, each built alone as in the whole file (${whole.count} rows)`);
+    assert.ok(withRows > 4);
+  }
 });
 
 Deno.test("framePointerDeltas() covers each page of a range with one FRAME_POINTER row", () => {

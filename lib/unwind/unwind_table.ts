@@ -114,10 +114,19 @@ const FLAG_FP = 16;
  *   the file, over the byte budget) or the table would exceed `maxRows`.
  */
 export function extractUnwindTable(elf: ElfFile, options: ExtractUnwindTableOptions = {}): UnwindTable {
-  const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS;
+  return indexUnwindTable(elf, options).table();
+}
+
+/**
+ * Indexes the CFI of `elf` (its entries found and chosen as the module doc says) without interpreting
+ * any CFA program: the returned index builds the table of the whole file or of one address range.
+ *
+ * @throws {RangeError} as {@linkcode extractUnwindTable}.
+ */
+export function indexUnwindTable(elf: ElfFile, options: ExtractUnwindTableOptions = {}): UnwindTableIndex {
   const maxBytes = options.maxSectionBytes ?? DEFAULT_MAX_SECTION_BYTES;
   const skips = new SkipCounter();
-  try {
+  return withFileName(elf.name, () => {
     const sections: CfiSection[] = [];
     const eh = ehFrameSection(elf, maxBytes);
     if (eh !== null) sections.push(eh);
@@ -127,15 +136,116 @@ export function extractUnwindTable(elf: ElfFile, options: ExtractUnwindTableOpti
       if (debug !== null) sections.push(debug);
     }
     const indexes = sections.map((section) => indexCfi(section, skips));
-    const builder = new TableBuilder(maxRows, rowEstimate(sections, indexes), skips);
     const order = chooseFdes(indexes, executableRanges(elf), skips);
-    builder.build(indexes, order);
-    return builder.finish();
+    return new UnwindTableIndex(elf.name, indexes, order, skips, options.maxRows ?? DEFAULT_MAX_ROWS);
+  });
+}
+
+/** Runs `parse`, naming the file in the message of a RangeError it throws. */
+function withFileName<T>(name: string, parse: () => T): T {
+  try {
+    return parse();
   } catch (error) {
     if (error instanceof RangeError && !error.message.startsWith("Cannot parse CFI of ")) {
-      throw new RangeError(`Cannot parse CFI of ${elf.name}: ${error.message}`, { cause: error });
+      throw new RangeError(`Cannot parse CFI of ${name}: ${error.message}`, { cause: error });
     }
     throw error;
+  }
+}
+
+/**
+ * The chosen FDEs of one file, in address order, ready to be interpreted: all of them at once
+ * ({@linkcode table}) or those of one address range ({@linkcode range}), which is how a large library
+ * whose code mostly never runs during a profile is loaded a page at a time.
+ *
+ * @example
+ * ```ts
+ * import { ElfFile } from "../elf/elf_file.ts";
+ * import { findRow, indexUnwindTable } from "./unwind_table.ts";
+ * using elf = ElfFile.open("/bin/true");
+ * const index = indexUnwindTable(elf);
+ * const page = index.range(elf.entry, elf.entry + 1);
+ * console.log(index.fdeCount, findRow(page, elf.entry));
+ * ```
+ */
+export class UnwindTableIndex {
+  readonly #name: string;
+  readonly #indexes: CfiIndex[];
+  readonly #order: FdeOrder;
+  /** End address of each FDE in `#order`. */
+  readonly #ends: Float64Array;
+  readonly #skips: SkipCounter;
+  readonly #maxRows: number;
+  /** Initial rules per section and CIE, computed on first use: null = malformed initial instructions. */
+  readonly #initialStates: (Float64Array | null | undefined)[][];
+
+  constructor(name: string, indexes: CfiIndex[], order: FdeOrder, skips: SkipCounter, maxRows: number) {
+    this.#name = name;
+    this.#indexes = indexes;
+    this.#order = order;
+    this.#skips = skips;
+    this.#maxRows = maxRows;
+    this.#ends = new Float64Array(order.length);
+    for (let k = 0; k < order.length; k++) {
+      this.#ends[k] = indexes[order.sections[k]!]!.fdes.ends[order.fdes[k]!]!;
+    }
+    this.#initialStates = indexes.map((index) => new Array(index.cies.length));
+  }
+
+  /** The FDEs that make the table. */
+  get fdeCount(): number {
+    return this.#order.length;
+  }
+
+  /** The table of the whole file. */
+  table(): UnwindTable {
+    return this.#build(0, this.#order.length);
+  }
+
+  /**
+   * The rows of the FDEs that cover any address of [start, end), each FDE's rows in full and ended by a
+   * gap row, so that every address of the range has the row it has in the whole table.
+   */
+  range(start: number, end: number): UnwindTable {
+    const starts = this.#order.starts;
+    // The last FDE starting at or below `start`, if it reaches it; FDEs do not overlap, so their ends
+    // are in order too.
+    let low = 0;
+    let high = this.#order.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (starts[mid]! <= start) low = mid + 1;
+      else high = mid;
+    }
+    let from = low;
+    if (from > 0 && this.#ends[from - 1]! > start) from--;
+    let to = low;
+    while (to < this.#order.length && starts[to]! < end) to++;
+    return this.#build(from, to);
+  }
+
+  #build(from: number, to: number): UnwindTable {
+    return withFileName(this.#name, () => {
+      const builder = new TableBuilder(this.#maxRows, this.#rowEstimate(from, to), this.#skips);
+      builder.build(this.#indexes, this.#order, from, to, this.#initialStates);
+      return builder.finish();
+    });
+  }
+
+  /**
+   * How many rows to reserve: real sections give about one row per 5 to 8 bytes of CFA program, and no
+   * table can have more rows than its programs have bytes plus two per FDE (each row but an FDE's first
+   * and its gap row comes from an advance, at least one byte). Capped so that a hostile section of nops
+   * reserves little; larger tables grow by doubling.
+   */
+  #rowEstimate(from: number, to: number): number {
+    let bound = 1;
+    for (let k = from; k < to; k++) {
+      const fdes = this.#indexes[this.#order.sections[k]!]!.fdes;
+      const i = this.#order.fdes[k]!;
+      bound += 2 + fdes.instructionsEnd[i]! - fdes.instructionsStart[i]!;
+    }
+    return Math.min(bound, 1024 + Math.floor(bound / 4), 1 << 20);
   }
 }
 
@@ -153,22 +263,6 @@ export function findRow(table: UnwindTable, address: number): number {
     else high = mid;
   }
   return low - 1;
-}
-
-/**
- * How many rows to reserve: real sections give about one row per 5 to 8 bytes, and no table can have
- * more rows than its programs have bytes plus two per FDE (each row but an FDE's first and its gap row
- * comes from an advance, at least one byte). Capped so that a hostile section of nops reserves little;
- * larger tables grow by doubling.
- */
-function rowEstimate(sections: CfiSection[], indexes: CfiIndex[]): number {
-  let bound = 1;
-  for (const { fdes } of indexes) {
-    bound += 2 * fdes.length;
-    for (let i = 0; i < fdes.length; i++) bound += fdes.instructionsEnd[i]! - fdes.instructionsStart[i]!;
-  }
-  const bytes = sections.reduce((sum, s) => sum + s.bytes.length, 0);
-  return Math.min(bound, 1024 + Math.floor(bytes / 4), 1 << 20);
 }
 
 /** The `.eh_frame` section, or else the one `.eh_frame_hdr` (PT_GNU_EH_FRAME) points at, or null. */
@@ -418,14 +512,20 @@ class TableBuilder implements CfaRowSink {
     this.fpOffsets = new Int32Array(capacity);
   }
 
-  build(indexes: CfiIndex[], order: FdeOrder): void {
-    // Initial rules per CIE, computed on first use: null = malformed initial instructions.
-    const initialStates = indexes.map((index) =>
-      new Array<Float64Array | null | undefined>(index.cies.length)
-    );
+  /**
+   * Interprets FDEs `from` to `to` (exclusive) of `order`. `initialStates` caches each CIE's initial
+   * rules (null: malformed) across calls.
+   */
+  build(
+    indexes: CfiIndex[],
+    order: FdeOrder,
+    from: number,
+    to: number,
+    initialStates: (Float64Array | null | undefined)[][],
+  ): void {
     const interpreter = this.#interpreter;
     const skips = this.#skips;
-    for (let k = 0; k < order.length; k++) {
+    for (let k = from; k < to; k++) {
       const s = order.sections[k]!;
       const i = order.fdes[k]!;
       const index = indexes[s]!;
@@ -480,8 +580,8 @@ class TableBuilder implements CfaRowSink {
           }
         }
       }
-      // A gap row where the next FDE does not start right at this one's end.
-      const next = k + 1 < order.length ? order.starts[k + 1]! : -1;
+      // A gap row where the next FDE does not start right at this one's end (or is not built now).
+      const next = k + 1 < to ? order.starts[k + 1]! : -1;
       if (next !== end) this.#push(end, CfaRule.Invalid, 0, FpRule.Unchanged, 0);
     }
   }

@@ -62,11 +62,8 @@ interface ProcessState {
 export interface ProcessListener {
   onMappings(pid: Pid, mappings: readonly ResolvedMapping[]): void;
   onExit(pid: Pid): void;
-  /**
-   * A file to prepare before any process needs it: one most processes map, or (`named`) one of a
-   * program the user named, whose first samples should be complete.
-   */
-  onPreload?(file: MappedFile, named: boolean): void;
+  /** A file of a program the user named: prepare it before sampling starts. */
+  onPreload?(file: MappedFile): void;
 }
 
 /** Options, mainly for tests. */
@@ -181,24 +178,13 @@ export class ProcessManager {
   }
 
   /**
-   * Hands the files of this process's own mappings that match `wanted` (e.g. libc and the dynamic
-   * loader, which nearly every process maps) to the listener before any traced process needs them.
-   */
-  preload(wanted: (path: string) => boolean): void {
-    const self = Deno.pid as Pid;
-    for (const mapping of parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`))) {
-      if (wanted(mapping.path)) this.#listener?.onPreload?.(this.#fileOf(self, mapping), false);
-    }
-  }
-
-  /**
    * Reads `pid` now and hands every file it maps to the listener to prepare: for processes the user
    * named, whose first samples should unwind completely.
    */
   preloadProcess(pid: Pid): void {
     const state = this.#sync(pid);
     for (const mapping of state.mappings) {
-      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file, true);
+      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file);
     }
   }
 
@@ -228,7 +214,7 @@ export class ProcessManager {
       path: Deno.realPathSync(path),
       deleted: false,
     };
-    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping), true);
+    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping));
   }
 
   /** Closes the files kept open. Safe to call twice. */

@@ -95,9 +95,6 @@ export class Recorder {
     const ebpf = new BpfEbpfHandler(tracer.object, (fileId) => interpreters?.bpfFileIdOf(fileId));
     interpreters = new InterpreterManager(ebpf, unwinding);
     const processes = new ProcessManager({ listener: sessionListener(unwinding, interpreters) });
-    // Nearly every process maps the C library and the dynamic loader: having their tables ready means
-    // the first samples of a new process unwind completely.
-    processes.preload((path) => /\/(libc\.so\.6|ld-linux-x86-64\.so\.2)$/.test(path));
     for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
     const recorder = new Recorder(tracer, processes, unwinding, interpreters, setupStart);
     try {
@@ -264,8 +261,8 @@ function sessionListener(unwinding: NativeUnwinding, interpreters: InterpreterMa
       interpreters.onExit(pid);
       unwinding.onExit(pid);
     },
-    onPreload(file, named) {
-      unwinding.onPreload(file, named);
+    onPreload(file) {
+      unwinding.onPreload(file);
     },
   };
 }

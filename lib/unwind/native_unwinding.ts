@@ -197,16 +197,16 @@ export class NativeUnwinding implements ProcessListener {
   }
 
   /**
-   * Prepares `file` before its code runs: the whole of it for a program the user `named`; else a large
-   * file is only indexed, to be loaded page by page.
+   * Loads the whole of `file`, of a program the user named, before its code runs: its first samples
+   * unwind completely, even in a large library.
    */
-  onPreload(file: MappedFile, named = false): void {
+  onPreload(file: MappedFile): void {
     // Kept for the whole session: one extra reference that is never released.
     const loaded = file.kind !== "anonymous" ? this.#register(file) : null;
     if (!loaded) return;
     loaded.references++;
-    this.#loadTables(loaded, named);
-    if (named && loaded.byPage) this.#loadWhole(loaded, loaded.byPage);
+    this.#loadTables(loaded, true);
+    if (loaded.byPage) this.#loadWhole(loaded, loaded.byPage);
   }
 
   /**

@@ -151,7 +151,6 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
   if (bytes.length > UINT32_MAX) {
     throw new RangeError(`Cannot index CFI: the section is ${bytes.length} bytes, over 4 GiB`);
   }
-  const isEh = section.kind === "eh_frame";
   const reader = new DwarfReader(bytes);
   const cies: Cie[] = [];
   /** CIE offset -> index in `cies`, or -1 for a CIE that did not parse. */
@@ -160,47 +159,26 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
   const end = bytes.length;
   let pos = 0;
 
+  const entry = new EntryHeader();
   // Each iteration moves `pos` forward by at least 4 bytes (or ends the walk), so it ends.
   while (end - pos >= 4) {
     const entryOffset = pos;
-    reader.reset(bytes, pos, end);
-    let length = reader.u32();
-    if (length === 0) {
+    const kind = entry.read(reader, section, pos);
+    if (kind === EntryKind.Terminator) {
       if (section.stopAtTerminator) break;
-      pos = reader.pos;
+      pos += 4;
       continue;
     }
-    let is64 = false;
-    if (length === UINT32_MAX) {
-      if (reader.remaining < 8) {
-        skips.add(CfiSkip.lengthPastEnd);
-        break;
-      }
-      length = reader.u64();
-      is64 = true;
-    } else if (length >= 0xfffffff0) {
-      skips.add(CfiSkip.reservedLength);
+    if (kind === EntryKind.Unbounded) {
+      skips.add(entry.skip);
       break;
     }
-    if (!(length <= reader.remaining)) {
-      skips.add(CfiSkip.lengthPastEnd);
-      break;
-    }
-    const bodyStart = reader.pos;
-    const entryEnd = bodyStart + length;
-    pos = entryEnd;
-    const idSize = is64 ? 8 : 4;
-    if (length < idSize) {
+    pos = entry.entryEnd;
+    if (kind === EntryKind.Short) {
       skips.add(CfiSkip.shortEntry);
       continue;
     }
-    reader.reset(bytes, bodyStart, entryEnd);
-    const idLow = reader.u32();
-    const idHigh = is64 ? reader.u32() : 0;
-    const isCie = isEh
-      ? idLow === 0 && idHigh === 0
-      : idLow === UINT32_MAX && (!is64 || idHigh === UINT32_MAX);
-    if (isCie) {
+    if (kind === EntryKind.Cie) {
       try {
         cies.push(parseCie(reader, section, entryOffset));
         cieAt.set(entryOffset, cies.length - 1);
@@ -211,13 +189,11 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
       }
       continue;
     }
-    // .eh_frame: distance back from the pointer field; .debug_frame: offset from the section start.
-    const pointer = idHigh * 2 ** 32 + idLow;
-    const cieOffset = isEh ? bodyStart - pointer : pointer;
-    pending.push(entryOffset, reader.pos, entryEnd, cieOffset);
+    pending.push(entryOffset, reader.pos, entry.entryEnd, entry.cieOffset);
   }
 
   const fdes = new GrowableFdes(pending.length);
+  const range = { start: 0, end: 0 };
   for (let i = 0; i < pending.length; i++) {
     const cieIndex = cieAt.get(pending.cieOffset[i]!);
     if (cieIndex === undefined) {
@@ -230,35 +206,175 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
       continue;
     }
     reader.reset(bytes, pending.bodyStart[i]!, pending.entryEnd[i]!);
-    let start: number;
-    let range: number;
-    try {
-      if (isEh) {
-        start = reader.encodedPointer(cie.fdeEncoding, section.vaddr, section.bases, cie.addressSize);
-        range = reader.encodedValue(cie.fdeEncoding & 0x0f, cie.addressSize);
-      } else {
-        reader.skip(cie.segmentSelectorSize);
-        const format = cie.fdeEncoding & 0x0f;
-        start = reader.encodedValue(format, cie.addressSize);
-        range = reader.encodedValue(format, cie.addressSize);
-      }
-      if (cie.hasAugmentationData) reader.skip(reader.uleb128());
-    } catch (error) {
-      if (!(error instanceof RangeError)) throw error;
+    if (!decodeFdeRange(reader, section, cie, skips, range)) continue;
+    fdes.pushFde(range.start, range.end, reader.pos, pending.entryEnd[i]!, cieIndex, pending.entryOffset[i]!);
+  }
+  return { section, cies, fdes: fdes.columns() };
+}
+
+/**
+ * Indexes only the FDEs whose entries start at `offsets` of an `.eh_frame` section, in that order (as
+ * `.eh_frame_hdr` lists them): a few FDEs of a large file without walking all of it. CIEs are parsed
+ * once each, into `cies` (shared by every call with the same cache). Entries that are not well-formed
+ * FDEs are skipped and counted.
+ */
+export function indexCfiAt(
+  section: CfiSection,
+  offsets: ArrayLike<number>,
+  cies: CieCache,
+  skips: SkipCounter,
+): CfiIndex {
+  const bytes = section.bytes;
+  const reader = new DwarfReader(bytes);
+  const entry = new EntryHeader();
+  const fdes = new GrowableFdes(offsets.length);
+  const range = { start: 0, end: 0 };
+  for (let k = 0; k < offsets.length; k++) {
+    const offset = offsets[k]!;
+    if (!(offset >= 0 && bytes.length - offset >= 4)) {
       skips.add(CfiSkip.badFde);
       continue;
     }
-    if (!(start >= 0 && range >= 0 && start + range <= Number.MAX_SAFE_INTEGER)) {
-      skips.add(CfiSkip.addressRange);
+    const kind = entry.read(reader, section, offset);
+    if (kind !== EntryKind.Fde) {
+      skips.add(kind === EntryKind.Unbounded ? entry.skip : CfiSkip.badFde);
       continue;
     }
-    if (range === 0) {
-      skips.add(CfiSkip.emptyRange);
-      continue;
-    }
-    fdes.pushFde(start, start + range, reader.pos, pending.entryEnd[i]!, cieIndex, pending.entryOffset[i]!);
+    const bodyEnd = reader.pos;
+    const cieIndex = cies.at(section, entry.cieOffset, reader, skips);
+    if (cieIndex < 0) continue;
+    reader.reset(bytes, bodyEnd, entry.entryEnd);
+    if (!decodeFdeRange(reader, section, cies.list[cieIndex]!, skips, range)) continue;
+    fdes.pushFde(range.start, range.end, reader.pos, entry.entryEnd, cieIndex, offset);
   }
-  return { section, cies, fdes: fdes.columns() };
+  return { section, cies: cies.list, fdes: fdes.columns() };
+}
+
+/** CIEs parsed so far from one section, by offset, for {@linkcode indexCfiAt}. */
+export class CieCache {
+  /** The CIEs that parsed; FDE columns index into it. */
+  readonly list: Cie[] = [];
+  /** CIE offset -> index in `list`, or -1 for an entry that is not a well-formed CIE. */
+  readonly #at = new Map<number, number>();
+
+  /** The index of the CIE at `offset`, parsing it on first use; -1 (counted) when there is none. */
+  at(section: CfiSection, offset: number, reader: DwarfReader, skips: SkipCounter): number {
+    let index = this.#at.get(offset);
+    if (index === undefined) {
+      index = -1;
+      const entry = new EntryHeader();
+      if (
+        offset >= 0 && section.bytes.length - offset >= 4 &&
+        entry.read(reader, section, offset) === EntryKind.Cie
+      ) {
+        try {
+          this.list.push(parseCie(reader, section, offset));
+          index = this.list.length - 1;
+        } catch (error) {
+          if (!(error instanceof RangeError)) throw error;
+        }
+      }
+      this.#at.set(offset, index);
+    }
+    if (index < 0) skips.add(CfiSkip.noCie);
+    return index;
+  }
+}
+
+/** What {@linkcode EntryHeader.read} found at an offset. */
+const EntryKind = { Terminator: 0, Unbounded: 1, Short: 2, Cie: 3, Fde: 4 } as const;
+type EntryKind = typeof EntryKind[keyof typeof EntryKind];
+
+/** The length and id of one CIE or FDE entry; reused from entry to entry. */
+class EntryHeader {
+  /** Offset one past the entry (Short, Cie, Fde). */
+  entryEnd = 0;
+  /** Fde: the offset of its CIE in the section. */
+  cieOffset = 0;
+  /** Unbounded: why. */
+  skip: string = CfiSkip.lengthPastEnd;
+
+  /**
+   * Reads the entry at `pos` (at least 4 bytes before the section's end). Leaves `reader` bounded by the
+   * entry and just past its id (Cie, Fde).
+   */
+  read(reader: DwarfReader, section: CfiSection, pos: number): EntryKind {
+    const bytes = section.bytes;
+    reader.reset(bytes, pos, bytes.length);
+    let length = reader.u32();
+    if (length === 0) return EntryKind.Terminator;
+    let is64 = false;
+    if (length === UINT32_MAX) {
+      if (reader.remaining < 8) return this.#unbounded(CfiSkip.lengthPastEnd);
+      length = reader.u64();
+      is64 = true;
+    } else if (length >= 0xfffffff0) {
+      return this.#unbounded(CfiSkip.reservedLength);
+    }
+    if (!(length <= reader.remaining)) return this.#unbounded(CfiSkip.lengthPastEnd);
+    const bodyStart = reader.pos;
+    this.entryEnd = bodyStart + length;
+    if (length < (is64 ? 8 : 4)) return EntryKind.Short;
+    reader.reset(bytes, bodyStart, this.entryEnd);
+    const idLow = reader.u32();
+    const idHigh = is64 ? reader.u32() : 0;
+    const isEh = section.kind === "eh_frame";
+    if (isEh ? idLow === 0 && idHigh === 0 : idLow === UINT32_MAX && (!is64 || idHigh === UINT32_MAX)) {
+      return EntryKind.Cie;
+    }
+    // .eh_frame: distance back from the pointer field; .debug_frame: offset from the section start.
+    const pointer = idHigh * 2 ** 32 + idLow;
+    this.cieOffset = isEh ? bodyStart - pointer : pointer;
+    return EntryKind.Fde;
+  }
+
+  #unbounded(reason: string): EntryKind {
+    this.skip = reason;
+    return EntryKind.Unbounded;
+  }
+}
+
+/**
+ * Decodes an FDE's address range with its CIE into `out`; `reader` is just past the CIE pointer and ends
+ * at the entry's end, and is left at the CFA program. Returns false (counted) for a malformed or empty
+ * range.
+ */
+function decodeFdeRange(
+  reader: DwarfReader,
+  section: CfiSection,
+  cie: Cie,
+  skips: SkipCounter,
+  out: { start: number; end: number },
+): boolean {
+  let start: number;
+  let range: number;
+  try {
+    if (section.kind === "eh_frame") {
+      start = reader.encodedPointer(cie.fdeEncoding, section.vaddr, section.bases, cie.addressSize);
+      range = reader.encodedValue(cie.fdeEncoding & 0x0f, cie.addressSize);
+    } else {
+      reader.skip(cie.segmentSelectorSize);
+      const format = cie.fdeEncoding & 0x0f;
+      start = reader.encodedValue(format, cie.addressSize);
+      range = reader.encodedValue(format, cie.addressSize);
+    }
+    if (cie.hasAugmentationData) reader.skip(reader.uleb128());
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    skips.add(CfiSkip.badFde);
+    return false;
+  }
+  if (!(start >= 0 && range >= 0 && start + range <= Number.MAX_SAFE_INTEGER)) {
+    skips.add(CfiSkip.addressRange);
+    return false;
+  }
+  if (range === 0) {
+    skips.add(CfiSkip.emptyRange);
+    return false;
+  }
+  out.start = start;
+  out.end = start + range;
+  return true;
 }
 
 /**

@@ -16,4 +16,5 @@
 
 export * from "./cfa_interpreter.ts";
 export * from "./cfi.ts";
+export * from "./eh_frame_hdr.ts";
 export * from "./unwind_table.ts";

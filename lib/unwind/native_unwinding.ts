@@ -291,11 +291,17 @@ export class NativeUnwinding implements ProcessListener {
     let deltas: StackDeltaFile | null = null;
     try {
       using elf = ElfFile.open(file.openPath!);
-      const index = indexUnwindTable(elf);
+      // Read whole, the index walks every FDE; else only .eh_frame_hdr's table until pages are asked for.
+      const index = indexUnwindTable(elf, { lazy: !whole });
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
         loaded.byPage = { index, pages: new Map() };
         this.#loadedFiles.update(u64Key(id), new Uint8Array([StackDeltaConstants.LoadedFileByPage]));
-        this.#noteLoaded(loaded, started, index.fdeCount, "FDEs indexed");
+        this.#noteLoaded(
+          loaded,
+          started,
+          index.fdeCount,
+          index.throughHeader ? "FDEs in .eh_frame_hdr" : "FDEs indexed",
+        );
         return;
       }
       const table = index.table();

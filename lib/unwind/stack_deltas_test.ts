@@ -183,11 +183,18 @@ Deno.test("buildStackDeltas() of a real libc matches its unwind table at every a
 
 Deno.test("a page of libc or python3 built alone holds the rows the whole file gives it", () => {
   const PAGE = 2 ** StackDeltaConstants.StackDeltaPageBits;
-  for (const path of ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3"]) {
+  const cases = [
+    ["/lib/x86_64-linux-gnu/libc.so.6", true],
+    ["/usr/bin/python3", true],
+    ["/lib/x86_64-linux-gnu/libc.so.6", false],
+  ] as const;
+  for (const [path, lazy] of cases) {
     using elf = ElfFile.open(path);
-    const index = indexUnwindTable(elf);
+    // Pages come from FDEs found through .eh_frame_hdr (lazy) or from the walked section.
+    const index = indexUnwindTable(elf, { lazy });
+    assert.equal(index.throughHeader, lazy);
     const { registry } = registryWithStore();
-    const whole = buildStackDeltas(index.table(), registry);
+    const whole = buildStackDeltas(indexUnwindTable(elf).table(), registry);
     const firstPage = whole.pages[0]!;
     const lastPage = whole.pages[whole.pages.length - 1]!;
     let withRows = 0;
@@ -209,7 +216,10 @@ Deno.test("a page of libc or python3 built alone holds the rows the whole file g
       assert.ok(2 ** alone.bucket >= alone.count);
       if (at >= 0) withRows++;
     }
-    console.log(`${path}: ${withRows} pages, each built alone as in the whole file (${whole.count} rows)`);
+    console.log(
+      `${path}${lazy ? " (through .eh_frame_hdr)" : ""}: ${withRows} pages, each built alone as in the ` +
+        `whole file (${whole.count} rows)`,
+    );
     assert.ok(withRows > 4);
   }
 });

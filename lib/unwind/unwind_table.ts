@@ -32,7 +32,8 @@
 import { type ElfFile, type ElfSection, PF_X, PT_LOAD, SHF_COMPRESSED, SHT_NOBITS } from "../elf/elf_file.ts";
 import { DW_EH_PE, DwarfReader } from "../elf/dwarf_reader.ts";
 import { CfaInterpreter, CfaKind, type CfaRowSink, type CfaState, RegisterRule } from "./cfa_interpreter.ts";
-import { type CfiIndex, type CfiSection, indexCfi, SkipCounter } from "./cfi.ts";
+import { type CfiIndex, type CfiSection, CieCache, indexCfi, indexCfiAt, SkipCounter } from "./cfi.ts";
+import { EhFrameHeader } from "./eh_frame_hdr.ts";
 
 /**
  * How the BPF unwinder computes the CFA at an address.
@@ -117,27 +118,48 @@ export function extractUnwindTable(elf: ElfFile, options: ExtractUnwindTableOpti
   return indexUnwindTable(elf, options).table();
 }
 
+/** Options of {@linkcode indexUnwindTable}. */
+export interface IndexUnwindTableOptions extends ExtractUnwindTableOptions {
+  /**
+   * Find FDEs through `.eh_frame_hdr` when {@linkcode UnwindTableIndex.range} asks, instead of walking
+   * the whole section now; used where the file has a usable search table and no `.debug_frame`.
+   * There, the header's table says which FDEs exist, and an FDE overlapping one outside the range is
+   * not dropped. Default false.
+   */
+  lazy?: boolean;
+}
+
 /**
  * Indexes the CFI of `elf` (its entries found and chosen as the module doc says) without interpreting
  * any CFA program: the returned index builds the table of the whole file or of one address range.
  *
  * @throws {RangeError} as {@linkcode extractUnwindTable}.
  */
-export function indexUnwindTable(elf: ElfFile, options: ExtractUnwindTableOptions = {}): UnwindTableIndex {
+export function indexUnwindTable(elf: ElfFile, options: IndexUnwindTableOptions = {}): UnwindTableIndex {
   const maxBytes = options.maxSectionBytes ?? DEFAULT_MAX_SECTION_BYTES;
+  const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS;
   const skips = new SkipCounter();
   return withFileName(elf.name, () => {
-    const sections: CfiSection[] = [];
+    const executable = executableRanges(elf);
     const eh = ehFrameSection(elf, maxBytes);
+    const useDebugFrame = options.useDebugFrame ?? true;
+    if (options.lazy && eh !== null) {
+      const debugFrame = useDebugFrame &&
+        (elf.section(".debug_frame") !== undefined ||
+          options.debugFile?.section(".debug_frame") !== undefined);
+      const header = debugFrame ? null : EhFrameHeader.read(elf);
+      if (header !== null && header.ehFrameAddress === eh.vaddr) {
+        return new UnwindTableIndex(elf.name, executable, skips, maxRows, { section: eh, header });
+      }
+    }
+    const sections: CfiSection[] = [];
     if (eh !== null) sections.push(eh);
-    if (options.useDebugFrame ?? true) {
+    if (useDebugFrame) {
       const own = debugFrameSection(elf, maxBytes, skips);
       const debug = own ?? (options.debugFile ? debugFrameSection(options.debugFile, maxBytes, skips) : null);
       if (debug !== null) sections.push(debug);
     }
-    const indexes = sections.map((section) => indexCfi(section, skips));
-    const order = chooseFdes(indexes, executableRanges(elf), skips);
-    return new UnwindTableIndex(elf.name, indexes, order, skips, options.maxRows ?? DEFAULT_MAX_ROWS);
+    return new UnwindTableIndex(elf.name, executable, skips, maxRows, { sections });
   });
 }
 
@@ -153,53 +175,89 @@ function withFileName<T>(name: string, parse: () => T): T {
   }
 }
 
+/** Initial rules per CIE, computed on first use: null = malformed initial instructions. */
+type InitialStates = (Float64Array | null | undefined)[];
+
+/** Every FDE of the file, indexed and chosen. */
+interface FullIndex {
+  indexes: CfiIndex[];
+  order: FdeOrder;
+  /** End address of each FDE in `order`. */
+  ends: Float64Array;
+  initialStates: InitialStates[];
+}
+
+/** FDEs found through `.eh_frame_hdr` as ranges ask for them. */
+interface HeaderIndex {
+  section: CfiSection;
+  header: EhFrameHeader;
+  cies: CieCache;
+  initialStates: InitialStates;
+}
+
 /**
- * The chosen FDEs of one file, in address order, ready to be interpreted: all of them at once
- * ({@linkcode table}) or those of one address range ({@linkcode range}), which is how a large library
- * whose code mostly never runs during a profile is loaded a page at a time.
+ * The CFI of one file, ready to be interpreted: all of it at once ({@linkcode table}) or the FDEs of one
+ * address range ({@linkcode range}), which is how a large library whose code mostly never runs during a
+ * profile is loaded a page at a time.
  *
  * @example
  * ```ts
  * import { ElfFile } from "../elf/elf_file.ts";
  * import { findRow, indexUnwindTable } from "./unwind_table.ts";
  * using elf = ElfFile.open("/bin/true");
- * const index = indexUnwindTable(elf);
+ * const index = indexUnwindTable(elf, { lazy: true });
  * const page = index.range(elf.entry, elf.entry + 1);
  * console.log(index.fdeCount, findRow(page, elf.entry));
  * ```
  */
 export class UnwindTableIndex {
+  /** The FDEs of the file (in lazy mode, the entries of `.eh_frame_hdr`'s table). */
+  readonly fdeCount: number;
   readonly #name: string;
-  readonly #indexes: CfiIndex[];
-  readonly #order: FdeOrder;
-  /** End address of each FDE in `#order`. */
-  readonly #ends: Float64Array;
+  readonly #executable: Float64Array | null;
   readonly #skips: SkipCounter;
   readonly #maxRows: number;
-  /** Initial rules per section and CIE, computed on first use: null = malformed initial instructions. */
-  readonly #initialStates: (Float64Array | null | undefined)[][];
+  /** The sections to index when the whole file is needed. */
+  readonly #sections: CfiSection[];
+  #full: FullIndex | null = null;
+  readonly #lazy: HeaderIndex | null = null;
 
-  constructor(name: string, indexes: CfiIndex[], order: FdeOrder, skips: SkipCounter, maxRows: number) {
+  /** Use {@linkcode indexUnwindTable}. */
+  constructor(
+    name: string,
+    executable: Float64Array | null,
+    skips: SkipCounter,
+    maxRows: number,
+    source: { sections: CfiSection[] } | { section: CfiSection; header: EhFrameHeader },
+  ) {
     this.#name = name;
-    this.#indexes = indexes;
-    this.#order = order;
+    this.#executable = executable;
     this.#skips = skips;
     this.#maxRows = maxRows;
-    this.#ends = new Float64Array(order.length);
-    for (let k = 0; k < order.length; k++) {
-      this.#ends[k] = indexes[order.sections[k]!]!.fdes.ends[order.fdes[k]!]!;
+    if ("header" in source) {
+      this.#sections = [source.section];
+      this.#lazy = {
+        section: source.section,
+        header: source.header,
+        cies: new CieCache(),
+        initialStates: [],
+      };
+      this.fdeCount = source.header.count;
+    } else {
+      this.#sections = source.sections;
+      this.fdeCount = this.#fullIndex().order.length;
     }
-    this.#initialStates = indexes.map((index) => new Array(index.cies.length));
   }
 
-  /** The FDEs that make the table. */
-  get fdeCount(): number {
-    return this.#order.length;
+  /** Whether ranges find their FDEs through `.eh_frame_hdr` (until the whole table was asked for). */
+  get throughHeader(): boolean {
+    return this.#lazy !== null && this.#full === null;
   }
 
   /** The table of the whole file. */
   table(): UnwindTable {
-    return this.#build(0, this.#order.length);
+    const full = this.#fullIndex();
+    return this.#build(full.indexes, full.order, 0, full.order.length, full.initialStates);
   }
 
   /**
@@ -207,46 +265,81 @@ export class UnwindTableIndex {
    * gap row, so that every address of the range has the row it has in the whole table.
    */
   range(start: number, end: number): UnwindTable {
-    const starts = this.#order.starts;
+    const lazy = this.#lazy;
+    if (lazy !== null && this.#full === null) {
+      const { header, section } = lazy;
+      const first = Math.max(0, header.find(start));
+      let last = first;
+      while (last < header.count && header.location(last) < end) last++;
+      const offsets = new Float64Array(last - first);
+      for (let i = first; i < last; i++) offsets[i - first] = header.fdeAddress(i) - section.vaddr;
+      return withFileName(this.#name, () => {
+        const index = indexCfiAt(section, offsets, lazy.cies, this.#skips);
+        const order = chooseFdes([index], this.#executable, this.#skips);
+        return this.#build([index], order, 0, order.length, [lazy.initialStates]);
+      });
+    }
+    const { indexes, order, ends, initialStates } = this.#fullIndex();
     // The last FDE starting at or below `start`, if it reaches it; FDEs do not overlap, so their ends
     // are in order too.
     let low = 0;
-    let high = this.#order.length;
+    let high = order.length;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (starts[mid]! <= start) low = mid + 1;
+      if (order.starts[mid]! <= start) low = mid + 1;
       else high = mid;
     }
     let from = low;
-    if (from > 0 && this.#ends[from - 1]! > start) from--;
+    if (from > 0 && ends[from - 1]! > start) from--;
     let to = low;
-    while (to < this.#order.length && starts[to]! < end) to++;
-    return this.#build(from, to);
+    while (to < order.length && order.starts[to]! < end) to++;
+    return this.#build(indexes, order, from, to, initialStates);
   }
 
-  #build(from: number, to: number): UnwindTable {
+  #fullIndex(): FullIndex {
+    if (this.#full !== null) return this.#full;
+    const skips = this.#skips;
+    this.#full = withFileName(this.#name, () => {
+      const indexes = this.#sections.map((section) => indexCfi(section, skips));
+      const order = chooseFdes(indexes, this.#executable, skips);
+      const ends = new Float64Array(order.length);
+      for (let k = 0; k < order.length; k++) {
+        ends[k] = indexes[order.sections[k]!]!.fdes.ends[order.fdes[k]!]!;
+      }
+      return { indexes, order, ends, initialStates: indexes.map((index) => new Array(index.cies.length)) };
+    });
+    return this.#full;
+  }
+
+  #build(
+    indexes: CfiIndex[],
+    order: FdeOrder,
+    from: number,
+    to: number,
+    states: InitialStates[],
+  ): UnwindTable {
     return withFileName(this.#name, () => {
-      const builder = new TableBuilder(this.#maxRows, this.#rowEstimate(from, to), this.#skips);
-      builder.build(this.#indexes, this.#order, from, to, this.#initialStates);
+      const builder = new TableBuilder(this.#maxRows, rowEstimate(indexes, order, from, to), this.#skips);
+      builder.build(indexes, order, from, to, states);
       return builder.finish();
     });
   }
+}
 
-  /**
-   * How many rows to reserve: real sections give about one row per 5 to 8 bytes of CFA program, and no
-   * table can have more rows than its programs have bytes plus two per FDE (each row but an FDE's first
-   * and its gap row comes from an advance, at least one byte). Capped so that a hostile section of nops
-   * reserves little; larger tables grow by doubling.
-   */
-  #rowEstimate(from: number, to: number): number {
-    let bound = 1;
-    for (let k = from; k < to; k++) {
-      const fdes = this.#indexes[this.#order.sections[k]!]!.fdes;
-      const i = this.#order.fdes[k]!;
-      bound += 2 + fdes.instructionsEnd[i]! - fdes.instructionsStart[i]!;
-    }
-    return Math.min(bound, 1024 + Math.floor(bound / 4), 1 << 20);
+/**
+ * How many rows to reserve for FDEs `from`..`to` of `order`: real sections give about one row per 5 to
+ * 8 bytes of CFA program, and no table can have more rows than its programs have bytes plus two per FDE
+ * (each row but an FDE's first and its gap row comes from an advance, at least one byte). Capped so
+ * that a hostile section of nops reserves little; larger tables grow by doubling.
+ */
+function rowEstimate(indexes: CfiIndex[], order: FdeOrder, from: number, to: number): number {
+  let bound = 1;
+  for (let k = from; k < to; k++) {
+    const fdes = indexes[order.sections[k]!]!.fdes;
+    const i = order.fdes[k]!;
+    bound += 2 + fdes.instructionsEnd[i]! - fdes.instructionsStart[i]!;
   }
+  return Math.min(bound, 1024 + Math.floor(bound / 4), 1 << 20);
 }
 
 /**

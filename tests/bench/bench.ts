@@ -16,7 +16,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { REPO_ROOT } from "../helpers.ts";
+import { DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "../helpers.ts";
 import { onlineCpus } from "../../lib/sys/cpus.ts";
 import { enableBpfStats } from "./bpf_programs.ts";
 import { processCpuSeconds, systemCpu } from "./system_cpu.ts";
@@ -26,8 +26,10 @@ import {
   type BenchRow,
   evaluateTargets,
   formatRatios,
+  formatRounds,
   formatTable,
   formatTargets,
+  medianRound,
   missingRow,
   oneLine,
   ratios,
@@ -36,14 +38,19 @@ import {
 import { formatUnwindTableReport, type UnwindTableReport, unwindTableReport } from "./unwind_tables.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--workload chain|deep|python] [--no-tables] [--no-python]
+                       [--rounds N] [--workload chain|deep|python] [--no-tables] [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
 
+Each tool runs --rounds times, the rounds interleaved (omniprof, perf, bpftrace, bcc, omniprof, ...) so
+that a noisy stretch of a shared machine falls on every tool alike; the table shows each tool's round
+of median CPU time, and every round's CPU is listed under it.
+
   --json FILE          also write the results as JSON
   --duration SECONDS   seconds each tool samples (whole seconds, default 10)
   --frequency HZ       samples per second per CPU (default 99)
+  --rounds N           runs of each tool, interleaved (default 3)
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
                        frame pointers so that every tool can unwind them; or python (a 20-frame Python
@@ -78,6 +85,7 @@ interface Options {
   jsonPath: string | null;
   durationSeconds: number;
   frequencyHz: number;
+  rounds: number;
   peers: Peer[];
 }
 
@@ -91,6 +99,7 @@ function parseOptions(argv: string[]): Options | string {
         json: { type: "string" },
         duration: { type: "string" },
         frequency: { type: "string" },
+        rounds: { type: "string" },
         tools: { type: "string" },
         workload: { type: "string" },
         "no-tables": { type: "boolean" },
@@ -110,6 +119,10 @@ function parseOptions(argv: string[]): Options | string {
   if (!Number.isInteger(frequencyHz) || frequencyHz < 1 || frequencyHz > 10000) {
     return `--frequency ${values.frequency}: expected a whole number of Hz from 1 to 10000`;
   }
+  const rounds = Number(values.rounds ?? "3");
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > 100) {
+    return `--rounds ${values.rounds}: expected a whole number from 1 to 100`;
+  }
   const keys = values.tools === undefined ? PEERS.map((peer) => peer.key) : values.tools.split(",");
   const unknown = keys.filter((key) => !PEERS.some((peer) => peer.key === key));
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")}`;
@@ -124,6 +137,7 @@ function parseOptions(argv: string[]): Options | string {
     jsonPath: values.json ?? null,
     durationSeconds,
     frequencyHz,
+    rounds,
     peers: PEERS.filter((peer) => keys.includes(peer.key)),
   };
 }
@@ -321,7 +335,7 @@ async function main(argv: string[]): Promise<number> {
   };
   console.log(
     `kernel ${meta.kernel}, ${cpus} CPUs, ${options.frequencyHz} Hz for ${options.durationSeconds} s per tool, ` +
-      `workload: ${meta.workload}`,
+      `${options.rounds} round${options.rounds === 1 ? "" : "s"}, workload: ${meta.workload}`,
   );
   console.log(
     `a tool that keeps up records about ${
@@ -345,22 +359,30 @@ async function main(argv: string[]): Promise<number> {
     cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
     const dir = cleanup.dir;
     const workload = await compileWorkload(dir, options.workload);
-    // Load omniprof's module graph once, so its row measures a run, not Deno's one-time transpile cache.
+    // One short record first, with the flags of the measured ones, so that omniprof's rows measure a
+    // run and not Deno's one-time transpile and V8 code caches (V8 keeps code only for the same flags).
     await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${REPO_ROOT}main.ts`, "--help"],
+      args: omniprofArgs(["record", "-d", "1", "-o", `${dir}/warm-up.folded`]),
       cwd: REPO_ROOT,
+      env: DENO_RUN_ENV,
       stdout: "null",
       stderr: "null",
     }).output();
     cleanup.restoreStats = enableBpfStats();
 
+    const installed = options.peers.filter((peer) => !missing.has(peer.key));
+    const rounds = new Map<Peer["key"], BenchRow[]>(installed.map((peer) => [peer.key, []]));
+    for (let round = 1; round <= options.rounds; round++) {
+      if (options.rounds > 1) console.log(`round ${round} of ${options.rounds}`);
+      for (const peer of installed) {
+        rounds.get(peer.key)!.push(await measure(peer, workload, options.workload, options, cleanup, cpus));
+      }
+    }
     for (const peer of options.peers) {
       const reason = missing.get(peer.key);
-      if (reason !== undefined) {
-        rows.push(missingRow(peer, "not installed", reason));
-        continue;
-      }
-      rows.push(await measure(peer, workload, options.workload, options, cleanup, cpus));
+      rows.push(
+        reason !== undefined ? missingRow(peer, "not installed", reason) : medianRound(rounds.get(peer.key)!),
+      );
     }
     const omniprof = PEERS.find((peer) => peer.key === "omniprof");
     if (options.python && omniprof !== undefined && !missing.has("omniprof")) {
@@ -380,6 +402,7 @@ async function main(argv: string[]): Promise<number> {
 
   const targets = evaluateTargets(rows);
   console.log(`\n${formatTable(rows)}\n\n${formatRatios(rows)}\n\n${formatTargets(targets)}\n`);
+  if (options.rounds > 1) console.log(`${formatRounds(rows)}\n`);
   for (const row of rows) {
     if (row.status !== "ok") continue;
     const details = [

@@ -50,7 +50,23 @@ export interface BenchRow {
   otherCpuSeconds: number | null;
   /** CPU seconds the hypervisor gave to other machines during the window while this one wanted to run. */
   stealSeconds: number | null;
+  /** With several rounds: the CPU seconds of every round, in order (this row is the median one's). */
+  cpuSecondsByRound?: (number | null)[];
   notes: string[];
+}
+
+/**
+ * One tool's rounds as one row: the round of median CPU time (the lower of the two middle ones for an
+ * even count), every round's CPU kept in `cpuSecondsByRound`. A tool that failed in any round keeps
+ * that round's row: a failure is not averaged away.
+ */
+export function medianRound(rounds: readonly BenchRow[]): BenchRow {
+  if (rounds.length === 0) throw new RangeError("medianRound() needs at least one round");
+  const cpuSecondsByRound = rounds.map((row) => row.cpuSeconds);
+  const failed = rounds.find((row) => row.status !== "ok" || row.cpuSeconds === null);
+  if (failed !== undefined) return { ...failed, cpuSecondsByRound };
+  const sorted = [...rounds].sort((a, b) => a.cpuSeconds! - b.cpuSeconds!);
+  return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, cpuSecondsByRound };
 }
 
 /** A row for a tool that did not run. */
@@ -255,6 +271,20 @@ export function formatRatios(rows: BenchRow[]): string {
     ...ratios(rows).map((
       row,
     ) => [row.tool, x(row.cpu), x(row.maxRss), x(row.bpfNsPerSample), x(row.firstSample)]),
+  ]);
+}
+
+/** Every round's CPU seconds per tool, in the order they ran. */
+export function formatRounds(rows: BenchRow[]): string {
+  const ran = rows.filter((row) => row.cpuSecondsByRound !== undefined);
+  const rounds = Math.max(0, ...ran.map((row) => row.cpuSecondsByRound!.length));
+  return alignColumns([
+    ["CPU s by round", ...Array.from({ length: rounds }, (_, i) => String(i + 1)), "median"],
+    ...ran.map((row) => [
+      row.tool,
+      ...row.cpuSecondsByRound!.map((cpu) => cell(cpu, 2)),
+      row.status === "ok" ? cell(row.cpuSeconds, 2) : row.status,
+    ]),
   ]);
 }
 

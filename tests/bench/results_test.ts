@@ -1,7 +1,16 @@
 import assert from "node:assert/strict";
 import { PROG_TYPE_PERF_EVENT } from "./bpf_programs.ts";
 import type { PeerResult } from "./peers.ts";
-import { type BenchRow, evaluateTargets, formatTable, missingRow, ratios, resultRow } from "./results.ts";
+import {
+  type BenchRow,
+  evaluateTargets,
+  formatRounds,
+  formatTable,
+  medianRound,
+  missingRow,
+  ratios,
+  resultRow,
+} from "./results.ts";
 
 function row(key: BenchRow["key"], cpuSeconds: number, maxRssMb: number): BenchRow {
   return {
@@ -85,4 +94,34 @@ Deno.test("formatTable() prints a line per tool, with the reason for a tool that
   assert.equal(lines.length, 3);
   assert.match(lines[1]!, /^omniprof\s+0\.61\s+-\s+99\.4/);
   assert.equal(lines[2], "bcc profile  not installed: apt-get install bpfcc-tools");
+});
+
+Deno.test("medianRound() keeps the round of median CPU and every round's CPU", () => {
+  const round = (cpuSeconds: number, notes: string[]): BenchRow => ({
+    ...row("omniprof", cpuSeconds, 70),
+    notes,
+  });
+  const median = medianRound([round(0.5, ["a"]), round(0.3, ["b"]), round(0.4, ["c"])]);
+  assert.equal(median.cpuSeconds, 0.4);
+  assert.deepEqual(median.notes, ["c"]);
+  assert.deepEqual(median.cpuSecondsByRound, [0.5, 0.3, 0.4]);
+  // An even count takes the lower middle round.
+  assert.equal(medianRound([round(0.5, []), round(0.3, [])]).cpuSeconds, 0.3);
+  // A failed round is reported, not averaged away.
+  const failed = missingRow({ key: "omniprof", label: "omniprof" }, "failed", "boom");
+  assert.equal(medianRound([round(0.3, []), failed, round(0.4, [])]).status, "failed");
+  assert.throws(() => medianRound([]), RangeError);
+});
+
+Deno.test("formatRounds() lists every round's CPU and the median per tool", () => {
+  const omniprof = medianRound([
+    row("omniprof", 0.5, 70),
+    row("omniprof", 0.3, 70),
+    row("omniprof", 0.4, 70),
+  ]);
+  const text = formatRounds([omniprof, missingRow({ key: "bcc", label: "bcc" }, "not installed", "no bcc")]);
+  assert.deepEqual(text.split("\n").map((line) => line.split(/\s+/)), [
+    ["CPU", "s", "by", "round", "1", "2", "3", "median"],
+    ["omniprof", "0.50", "0.30", "0.40", "0.40"],
+  ]);
 });

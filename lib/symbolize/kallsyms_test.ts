@@ -157,8 +157,16 @@ Deno.test({
     for (const line of textSymbols(text).filter((l) => l.module !== null).slice(0, 200)) {
       wanted.push(line.low);
     }
+    // The same snapshot for both: BPF programs loaded meanwhile (by any tool) change /proc/kallsyms.
+    const snapshot = Deno.makeTempFileSync({ prefix: "omniprof-kallsyms-" });
+    Deno.writeTextFileSync(snapshot, text);
     const t0 = performance.now();
-    const partial = KernelSymbols.loadFor(wanted as KernelAddress[]);
+    let partial: KernelSymbols;
+    try {
+      partial = KernelSymbols.loadFor(wanted as KernelAddress[], snapshot);
+    } finally {
+      Deno.removeSync(snapshot);
+    }
     const partialMs = performance.now() - t0;
     const t1 = performance.now();
     KernelSymbols.load();

@@ -268,3 +268,20 @@ Deno.test("build() refuses a symbol table entry size below 24 bytes", () => {
   assert.equal(SymbolTable.empty.lookup(0), null);
   assert.equal(SymbolTable.empty.size, 0);
 });
+
+Deno.test("build() reads entries of an odd size or at an odd offset as it reads aligned ones", () => {
+  using elf = ElfFile.open(libcPath());
+  const source = elf.symbolSources().find((s) => s.kind === "dynsym")!;
+  const entrySize = source.entrySize === 0 ? 24 : source.entrySize;
+  const n = source.symbols.length / entrySize;
+  // Each entry followed by one padding byte, in a buffer that starts one byte in.
+  const padded = new Uint8Array(1 + n * (entrySize + 1));
+  for (let i = 0; i < n; i++) {
+    padded.set(source.symbols.subarray(i * entrySize, (i + 1) * entrySize), 1 + i * (entrySize + 1));
+  }
+  const odd = SymbolTable.build([{ ...source, symbols: padded.subarray(1), entrySize: entrySize + 1 }]);
+  const aligned = SymbolTable.build([source]);
+  assert.equal(odd.size, aligned.size);
+  for (let i = 0; i < aligned.size; i++) assert.deepEqual(odd.symbolAt(i), aligned.symbolAt(i));
+  assert.ok(aligned.size > 1000);
+});

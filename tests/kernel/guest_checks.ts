@@ -331,16 +331,17 @@ async function recordRunning(
   ready: () => Promise<unknown>,
   folded: string,
   stats: string,
+  target: "pid" | "system" = "pid",
+  seconds = 2,
 ): Promise<CliRun> {
   let run: CliRun;
   try {
     await ready();
     run = await context.runCli([
       "record",
-      "-p",
-      String(workload.pid),
+      ...(target === "pid" ? ["-p", String(workload.pid)] : []),
       "-d",
-      "2",
+      String(seconds),
       "-o",
       folded,
       "--stats",
@@ -405,6 +406,58 @@ const recordChain: GuestCheck = {
         (100 * complete / total).toFixed(0)
       }%), ${counters.bpf.UnwindNativeFrames} frames from stack deltas, ` +
       `0 lost, TailCallFailed 0`;
+  },
+};
+
+/**
+ * A 3-second whole-system record of the chain workload: files are then loaded as their code first runs,
+ * libc a page at a time (the file-needed event carries the address, a page's rows get an array of their
+ * own). Stacks rooted at `_start` need libc's tables for `__libc_start_call_main`, which keeps no frame
+ * pointer: with the page's rows unusable, none would be. Under emulation the host takes a second or more
+ * to read the process and load its tables, and samples until then stop early, so the check asks for 20
+ * rooted samples rather than a share.
+ */
+const recordSystem: GuestCheck = {
+  name: "record-system",
+  async run(context) {
+    const folded = "/tmp/omniprof-system.folded";
+    const stats = "/tmp/omniprof-system.json";
+    const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" })
+      .spawn();
+    const run = await recordRunning(
+      context,
+      workload,
+      () => new Promise((resolve) => setTimeout(resolve, 1000)),
+      folded,
+      stats,
+      "system",
+      3,
+    );
+    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
+    const total = countWhere(stacks, () => true);
+    const rooted = countWhere(
+      stacks,
+      (stack) => stack.frames[0] === "_start" && hasChain(stack.frames, ["main", "a", "b", "c"]),
+    );
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
+      bpf: Record<string, number>;
+      unwinding: Record<string, number>;
+    };
+    const details = [
+      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10)
+        .map((stack) => `${stack.count} ${stack.frames.join(";")}`),
+      `BPF counters: ${JSON.stringify(counters.bpf)}`,
+      `unwinding: ${JSON.stringify(counters.unwinding)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+    ];
+    expect(
+      (counters.unwinding.pagesLoaded ?? 0) >= 1,
+      "no page of a large library was loaded alone",
+      details,
+    );
+    expect(rooted >= 20, `${rooted}/${total} samples show _start;...;main;a;b;c (20 needed)`, details);
+    return `record -d 3 (whole system): ${rooted}/${total} samples of chain from _start to c, ` +
+      `${counters.unwinding.pagesLoaded} pages of large libraries loaded alone`;
   },
 };
 
@@ -487,6 +540,7 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     processEvents,
     coreFields,
     recordChain,
+    recordSystem,
     recordPython,
   ];
 }

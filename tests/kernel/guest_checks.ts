@@ -363,34 +363,8 @@ async function recordRunning(
 const recordChain: GuestCheck = {
   name: "record-chain",
   async run(context) {
-    const folded = "/tmp/omniprof-chain.folded";
-    const stats = "/tmp/omniprof-chain.json";
-    const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" })
-      .spawn();
-    const run = await recordRunning(
-      context,
-      workload,
-      () => new Promise((resolve) => setTimeout(resolve, 1000)),
-      folded,
-      stats,
-    );
-    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
-    const total = countWhere(stacks, () => true);
+    const { stacks, total, counters, details } = await recordChainWorkload(context, "chain", "pid", 2);
     const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
-    const top = [...stacks].sort((a, b) => b.count - a.count).slice(0, 15)
-      .map((stack) => `${stack.count} ${stack.frames.join(";")}`);
-    const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
-      lost: number;
-      bpf: Record<string, number>;
-      unwinding: Record<string, number>;
-    };
-    // The counters say how the stacks were unwound (native tables or frame pointers) when one fails.
-    const details = [
-      ...top,
-      `BPF counters: ${JSON.stringify(counters.bpf)}`,
-      `unwinding: ${JSON.stringify(counters.unwinding)}`,
-      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
-    ];
     expect(total >= 20, `only ${total} samples of chain in 2 s`, details);
     expect(complete / total >= 0.9, `${complete}/${total} samples show main;a;b;c (90% needed)`, details);
     expect(counters.lost === 0, `${counters.lost} samples lost`);
@@ -410,7 +384,46 @@ const recordChain: GuestCheck = {
 };
 
 /**
- * A 3-second whole-system record of the chain workload: files are then loaded as their code first runs,
+ * Records the chain workload, already past its start-up, for `seconds` (`-p` or the whole system), and
+ * reads back its stacks and the session's counters. `details` holds the top stacks, the counters (they
+ * say how stacks were unwound: tables or frame pointers) and omniprof's warnings, for a failing check.
+ */
+async function recordChainWorkload(
+  context: SuiteContext,
+  name: string,
+  target: "pid" | "system",
+  seconds: number,
+) {
+  const folded = `/tmp/omniprof-${name}.folded`;
+  const stats = `/tmp/omniprof-${name}.json`;
+  const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" }).spawn();
+  const run = await recordRunning(
+    context,
+    workload,
+    () => new Promise((resolve) => setTimeout(resolve, 1000)),
+    folded,
+    stats,
+    target,
+    seconds,
+  );
+  const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
+  const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
+    lost: number;
+    bpf: Record<string, number>;
+    unwinding: Record<string, number>;
+  };
+  const details = [
+    ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 15)
+      .map((stack) => `${stack.count} ${stack.frames.join(";")}`),
+    `BPF counters: ${JSON.stringify(counters.bpf)}`,
+    `unwinding: ${JSON.stringify(counters.unwinding)}`,
+    ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+  ];
+  return { stacks, total: countWhere(stacks, () => true), counters, details };
+}
+
+/**
+ * A 4-second whole-system record of the chain workload: files are then loaded as their code first runs,
  * libc a page at a time (the file-needed event carries the address, a page's rows get an array of their
  * own). Stacks rooted at `_start` need libc's tables for `__libc_start_call_main`, which keeps no frame
  * pointer: with the page's rows unusable, none would be. Under emulation the host takes a second or more
@@ -420,43 +433,18 @@ const recordChain: GuestCheck = {
 const recordSystem: GuestCheck = {
   name: "record-system",
   async run(context) {
-    const folded = "/tmp/omniprof-system.folded";
-    const stats = "/tmp/omniprof-system.json";
-    const workload = new Deno.Command(`${context.workloads}/chain`, { args: ["600"], stdout: "null" })
-      .spawn();
-    const run = await recordRunning(
-      context,
-      workload,
-      () => new Promise((resolve) => setTimeout(resolve, 1000)),
-      folded,
-      stats,
-      "system",
-      3,
-    );
-    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "chain");
-    const total = countWhere(stacks, () => true);
+    const { stacks, total, counters, details } = await recordChainWorkload(context, "system", "system", 4);
     const rooted = countWhere(
       stacks,
       (stack) => stack.frames[0] === "_start" && hasChain(stack.frames, ["main", "a", "b", "c"]),
     );
-    const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
-      bpf: Record<string, number>;
-      unwinding: Record<string, number>;
-    };
-    const details = [
-      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10)
-        .map((stack) => `${stack.count} ${stack.frames.join(";")}`),
-      `BPF counters: ${JSON.stringify(counters.bpf)}`,
-      `unwinding: ${JSON.stringify(counters.unwinding)}`,
-      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
-    ];
     expect(
       (counters.unwinding.pagesLoaded ?? 0) >= 1,
       "no page of a large library was loaded alone",
       details,
     );
     expect(rooted >= 20, `${rooted}/${total} samples show _start;...;main;a;b;c (20 needed)`, details);
-    return `record -d 3 (whole system): ${rooted}/${total} samples of chain from _start to c, ` +
+    return `record -d 4 (whole system): ${rooted}/${total} samples of chain from _start to c, ` +
       `${counters.unwinding.pagesLoaded} pages of large libraries loaded alone`;
   },
 };

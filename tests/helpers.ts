@@ -28,7 +28,7 @@ export const REPO_ROOT = root;
 
 /**
  * Compiles tests/workloads/NAME.c (gcc) or NAME.cpp (g++) with `flags` into tests/.build/NAME+VARIANT
- * (reused while the source is unchanged) and returns the binary's path.
+ * (reused while neither the source nor a header of tests/workloads changed) and returns the binary's path.
  */
 export async function buildWorkload(name: string, flags: string[], variant = ""): Promise<string> {
   let source = `${root}tests/workloads/${name}.c`;
@@ -43,7 +43,7 @@ export async function buildWorkload(name: string, flags: string[], variant = "")
   Deno.mkdirSync(buildDir, { recursive: true });
   try {
     const built = Deno.statSync(output).mtime?.getTime() ?? 0;
-    if (built > (Deno.statSync(source).mtime?.getTime() ?? 0)) return output;
+    if (built > newestInput(source)) return output;
   } catch {
     // not built yet
   }
@@ -51,6 +51,16 @@ export async function buildWorkload(name: string, flags: string[], variant = "")
     .output();
   if (!result.success) throw new Error(`gcc ${name}: ${new TextDecoder().decode(result.stderr)}`);
   return output;
+}
+
+/** The latest change to `source` or to a header it may include from tests/workloads (ms). */
+function newestInput(source: string): number {
+  let newest = Deno.statSync(source).mtime?.getTime() ?? 0;
+  for (const entry of Deno.readDirSync(`${root}tests/workloads`)) {
+    if (!entry.name.endsWith(".h")) continue;
+    newest = Math.max(newest, Deno.statSync(`${root}tests/workloads/${entry.name}`).mtime?.getTime() ?? 0);
+  }
+  return newest;
 }
 
 /**

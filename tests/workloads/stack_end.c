@@ -1,51 +1,22 @@
 // Test workload: a thread whose stack ends right above its first frames. clone() starts it at the top of
 // a stack this program maps itself, with the page above unmapped, so that the unwinder's reads of user
 // stack near the thread's outermost frames reach the end of the mapping (the BPF stack window must fall
-// back to shorter reads there). The thread runs entry -> a -> b -> c, where c burns CPU; the main thread
-// waits. Built with -fomit-frame-pointer, so only the stack deltas unwind it. Usage: stack_end SECONDS
+// back to shorter reads there). The thread runs entry -> a -> b -> c (chain.h), where c burns CPU; the
+// main thread waits. Built with -fomit-frame-pointer, so only the stack deltas unwind it.
+// Usage: stack_end SECONDS
 #define _GNU_SOURCE
 #include <sched.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "chain.h"
 
 #define STACK_BYTES (64 * 1024)
 #define PAGE 4096
 
-static volatile uint64_t sink;
 static volatile int finished;
-
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-__attribute__((noinline)) void c(double end)
-{
-  uint64_t x = 1;
-  do {
-    for (int i = 0; i < 2000000; i++)
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-    sink = x;
-  } while (now() < end);
-}
-
-__attribute__((noinline)) void b(double end)
-{
-  c(end);
-  sink++;
-}
-
-__attribute__((noinline)) void a(double end)
-{
-  b(end);
-  sink++;
-}
 
 static int entry(void *arg)
 {

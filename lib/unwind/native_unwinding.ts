@@ -263,11 +263,7 @@ export class NativeUnwinding implements ProcessListener {
       using elf = ElfFile.open(file.openPath);
       segments = elf.loadSegments;
     } catch (error) {
-      this.#filesFailed++;
-      logger.warn("Cannot read {path}: {error}; using frame pointers there", {
-        path: file.path,
-        error: error instanceof Error ? error.message : String(error),
-      });
+      this.#failed("Cannot read {path}: {error}; using frame pointers there", file, error);
     }
     const loaded: LoadedFile = {
       id: this.#nextId++,
@@ -296,22 +292,21 @@ export class NativeUnwinding implements ProcessListener {
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
         loaded.byPage = { index, pages: new Map() };
         this.#loadedFiles.update(u64Key(id), new Uint8Array([StackDeltaConstants.LoadedFileByPage]));
-        this.#noteLoaded(
-          loaded,
+        this.#tablesLoaded++;
+        this.#timed(
           started,
-          index.fdeCount,
-          index.throughHeader ? "FDEs in .eh_frame_hdr" : "FDEs indexed",
+          "Indexed the unwind tables of {path}: {count} FDEs, to load page by page in {ms} ms",
+          {
+            path: file.path,
+            count: index.fdeCount,
+          },
         );
         return;
       }
       const table = index.table();
       deltas = table.length > 0 ? buildStackDeltas(table, this.#deltaMaps.registry) : null;
     } catch (error) {
-      this.#filesFailed++;
-      logger.warn("Cannot load unwind tables of {path}: {error}; using frame pointers there", {
-        path: file.path,
-        error: error instanceof Error ? error.message : String(error),
-      });
+      this.#failed("Cannot load unwind tables of {path}: {error}; using frame pointers there", file, error);
     }
     if (!deltas) {
       // No usable CFI (some hand-written or Go code, or a bad file): follow frame pointers in its code.
@@ -328,36 +323,42 @@ export class NativeUnwinding implements ProcessListener {
       // Only now may the unwinder stop at an address without a delta; until then it uses frame pointers.
       this.#loadedFiles.update(u64Key(id), new Uint8Array([StackDeltaConstants.LoadedFileComplete]));
     } catch (error) {
-      this.#filesFailed++;
-      logger.warn("Cannot store unwind tables of {path}: {error}; using frame pointers there", {
-        path: file.path,
-        error: String(error),
-      });
+      this.#failed("Cannot store unwind tables of {path}: {error}; using frame pointers there", file, error);
     }
-    this.#noteLoaded(loaded, started, deltas?.count ?? 0, "rows");
+    this.#tablesLoaded++;
+    this.#timed(started, "Loaded unwind tables of {path}: {count} rows in {ms} ms", {
+      path: file.path,
+      count: deltas?.count ?? 0,
+    });
   }
 
   /** Loads the rows of one page of a file loaded page by page; a page that fails stays unloaded. */
   #loadPage(loaded: LoadedFile, byPage: NonNullable<LoadedFile["byPage"]>, page: number): void {
     if (byPage.pages.has(page)) return;
     const started = performance.now();
+    const address = `0x${(page * PAGE_SIZE).toString(16)}`;
     byPage.pages.set(page, null);
+    let deltas: StackDeltaFile | null = null;
     try {
       const table = byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
-      const deltas = deltasOfPage(buildStackDeltas(table, this.#deltaMaps.registry), page);
+      deltas = deltasOfPage(buildStackDeltas(table, this.#deltaMaps.registry), page);
       const rowsId = this.#nextRowsId++;
       this.#deltaMaps.load(loaded.id, deltas, rowsId);
       byPage.pages.set(page, { rowsId, deltas });
       this.#pagesLoaded++;
     } catch (error) {
-      this.#filesFailed++;
-      logger.warn("Cannot load unwind tables of {path} at 0x{address}: {error}; using frame pointers there", {
-        path: loaded.file.path,
-        address: (page * PAGE_SIZE).toString(16),
-        error: error instanceof Error ? error.message : String(error),
-      });
+      this.#failed(
+        "Cannot load unwind tables of {path} at {address}: {error}; using frame pointers there",
+        loaded.file,
+        error,
+        { address },
+      );
     }
-    this.#loadMs += performance.now() - started;
+    this.#timed(started, "Loaded unwind tables of {path} at {address}: {count} rows in {ms} ms", {
+      path: loaded.file.path,
+      address,
+      count: deltas?.count ?? 0,
+    });
   }
 
   /** Replaces the pages of a file loaded page by page with the whole file's rows. */
@@ -375,30 +376,32 @@ export class NativeUnwinding implements ProcessListener {
       loaded.deltas = deltas;
       this.#loadedFiles.update(u64Key(loaded.id), new Uint8Array([StackDeltaConstants.LoadedFileComplete]));
     } catch (error) {
-      this.#filesFailed++;
-      logger.warn("Cannot load unwind tables of {path}: {error}; using frame pointers there", {
-        path: loaded.file.path,
-        error: error instanceof Error ? error.message : String(error),
-      });
+      this.#failed(
+        "Cannot load unwind tables of {path}: {error}; using frame pointers there",
+        loaded.file,
+        error,
+      );
     }
-    const elapsed = performance.now() - started;
-    this.#loadMs += elapsed;
-    logger.debug("Loaded the rest of {path}: {count} rows in {ms} ms", {
+    this.#timed(started, "Loaded the rest of {path}: {count} rows in {ms} ms", {
       path: loaded.file.path,
       count: deltas?.count ?? 0,
-      ms: elapsed.toFixed(1),
     });
   }
 
-  #noteLoaded(loaded: LoadedFile, started: number, count: number, what: string): void {
+  /** Counts a file (or page) whose tables cannot be used, and warns with `message`. */
+  #failed(message: string, file: MappedFile, error: unknown, properties: Record<string, unknown> = {}): void {
+    this.#filesFailed++;
+    logger.warn(message, {
+      ...properties,
+      path: file.path,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  /** Adds the time since `started` to the load time and logs `message` with it ({ms}) at debug level. */
+  #timed(started: number, message: string, properties: Record<string, unknown>): void {
     const elapsed = performance.now() - started;
     this.#loadMs += elapsed;
-    this.#tablesLoaded++;
-    logger.debug("Loaded unwind tables of {path}: {count} {what} in {ms} ms", {
-      path: loaded.file.path,
-      count,
-      what,
-      ms: elapsed.toFixed(1),
-    });
+    logger.debug(message, { ...properties, ms: elapsed.toFixed(1) });
   }
 }

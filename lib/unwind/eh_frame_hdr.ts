@@ -25,7 +25,8 @@
 import { DW_EH_PE, DwarfReader } from "../elf/dwarf_reader.ts";
 import type { ElfFile } from "../elf/elf_file.ts";
 
-const PT_GNU_EH_FRAME = 0x6474e550;
+/** The program header of `.eh_frame_hdr`. */
+export const PT_GNU_EH_FRAME = 0x6474e550;
 const TABLE_ENCODING = DW_EH_PE.datarel | DW_EH_PE.sdata4;
 const ENTRY_SIZE = 8;
 
@@ -54,13 +55,13 @@ export class EhFrameHeader {
     const segment = elf.programHeaders.find((p) => p.type === PT_GNU_EH_FRAME);
     if (segment === undefined || segment.filesz < 12) return null;
     const bytes = elf.read(segment.offset, segment.filesz);
-    if (bytes[0] !== 1 || bytes[1] === DW_EH_PE.omit || bytes[2] === DW_EH_PE.omit) return null;
-    if (bytes[3] !== TABLE_ENCODING) return null;
+    if (bytes[2] === DW_EH_PE.omit || bytes[3] !== TABLE_ENCODING) return null;
     const reader = new DwarfReader(bytes, 4);
-    let ehFrameAddress: number;
+    let ehFrameAddress: number | null;
     let count: number;
     try {
-      ehFrameAddress = reader.encodedPointer(bytes[1]!, segment.vaddr, { data: segment.vaddr });
+      ehFrameAddress = ehFramePointer(bytes, segment.vaddr, reader);
+      if (ehFrameAddress === null) return null;
       count = reader.encodedPointer(bytes[2]!, segment.vaddr, { data: segment.vaddr });
     } catch (error) {
       if (error instanceof RangeError) return null;
@@ -102,4 +103,22 @@ export class EhFrameHeader {
     }
     return low - 1;
   }
+}
+
+/**
+ * Where `.eh_frame` starts, as the header `bytes` (loaded at `vaddr`) says, or null when the header
+ * omits it. `reader` (over `bytes`, at byte 4) is left at the field after the pointer.
+ *
+ * @throws {RangeError} for a header of another version than 1, or a pointer that is not an address.
+ */
+export function ehFramePointer(
+  bytes: Uint8Array,
+  vaddr: number,
+  reader = new DwarfReader(bytes, 4),
+): number | null {
+  if (bytes[0] !== 1) throw new RangeError(`.eh_frame_hdr version ${bytes[0]}`);
+  if (bytes[1] === DW_EH_PE.omit) return null;
+  const address = reader.encodedPointer(bytes[1]!, vaddr, { data: vaddr });
+  if (Number.isNaN(address)) throw new RangeError(".eh_frame_hdr points outside the address space");
+  return address;
 }

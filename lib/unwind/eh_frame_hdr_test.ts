@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { indexCfi, SkipCounter } from "./cfi.ts";
 import { indexUnwindTable } from "./unwind_table.ts";
-import { EhFrameHeader } from "./eh_frame_hdr.ts";
+import { EhFrameHeader, PT_GNU_EH_FRAME } from "./eh_frame_hdr.ts";
 
 Deno.test("EhFrameHeader finds every FDE of libc and python3 that a walk of .eh_frame finds", () => {
   for (const path of ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3"]) {
@@ -28,7 +28,7 @@ Deno.test("EhFrameHeader finds every FDE of libc and python3 that a walk of .eh_
 
 Deno.test("EhFrameHeader.read() refuses a table that is not sorted", () => {
   using elf = ElfFile.open("/lib/x86_64-linux-gnu/libc.so.6");
-  const segment = elf.programHeaders.find((p) => p.type === 0x6474e550)!;
+  const segment = elf.programHeaders.find((p) => p.type === PT_GNU_EH_FRAME)!;
   const bytes = Deno.readFileSync(elf.name);
   // Swap the locations of the first two entries (the table follows 12 bytes of header).
   const view = new DataView(bytes.buffer, segment.offset);
@@ -52,7 +52,7 @@ Deno.test("pages of libc read through a corrupted .eh_frame_hdr give a table or 
   let text: { start: number; end: number };
   {
     using elf = ElfFile.open(path);
-    const header = elf.programHeaders.find((p) => p.type === 0x6474e550)!;
+    const header = elf.programHeaders.find((p) => p.type === PT_GNU_EH_FRAME)!;
     const ehFrame = elf.section(".eh_frame")!;
     regions = [{ offset: header.offset, size: header.filesz }, {
       offset: ehFrame.offset,

@@ -30,10 +30,9 @@
  */
 
 import { type ElfFile, type ElfSection, PF_X, PT_LOAD, SHF_COMPRESSED, SHT_NOBITS } from "../elf/elf_file.ts";
-import { DW_EH_PE, DwarfReader } from "../elf/dwarf_reader.ts";
 import { CfaInterpreter, CfaKind, type CfaRowSink, type CfaState, RegisterRule } from "./cfa_interpreter.ts";
 import { type CfiIndex, type CfiSection, CieCache, indexCfi, indexCfiAt, SkipCounter } from "./cfi.ts";
-import { EhFrameHeader } from "./eh_frame_hdr.ts";
+import { EhFrameHeader, ehFramePointer, PT_GNU_EH_FRAME } from "./eh_frame_hdr.ts";
 
 /**
  * How the BPF unwinder computes the CFA at an address.
@@ -94,7 +93,6 @@ export const TableSkip = {
 
 const DEFAULT_MAX_ROWS = 2 ** 23;
 const DEFAULT_MAX_SECTION_BYTES = 64 * 1024 * 1024;
-const PT_GNU_EH_FRAME = 0x6474e550;
 const CHDR_SIZE = 24;
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
@@ -376,12 +374,8 @@ function ehFrameSection(elf: ElfFile, maxBytes: number): CfiSection | null {
 function ehFrameFromHeader(elf: ElfFile, maxBytes: number): CfiSection | null {
   const segment = elf.programHeaders.find((p) => p.type === PT_GNU_EH_FRAME);
   if (segment === undefined || segment.filesz < 8) return null;
-  const header = elf.read(segment.offset, Math.min(segment.filesz, 16));
-  if (header[0] !== 1) throw new RangeError(`.eh_frame_hdr version ${header[0]}`);
-  if (header[1] === DW_EH_PE.omit) return null;
-  const reader = new DwarfReader(header, 4);
-  const vaddr = reader.encodedPointer(header[1]!, segment.vaddr, { data: segment.vaddr });
-  if (Number.isNaN(vaddr)) throw new RangeError(".eh_frame_hdr points outside the address space");
+  const vaddr = ehFramePointer(elf.read(segment.offset, Math.min(segment.filesz, 16)), segment.vaddr);
+  if (vaddr === null) return null;
   const load = elf.loadSegments.find((s) => vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz);
   if (load === undefined) throw new RangeError(`.eh_frame at 0x${vaddr.toString(16)} is not in the file`);
   const offset = load.offset + (vaddr - load.vaddr);

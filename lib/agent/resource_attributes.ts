@@ -21,6 +21,7 @@
 import { basename } from "node:path";
 import type { OtlpAttributes, OtlpValue } from "../output/otlp.ts";
 import type { Profile } from "../profile/profile.ts";
+import { processNames } from "../profile/process_names.ts";
 import { readContainerId } from "./container_id.ts";
 
 /** What was read about one process. */
@@ -66,11 +67,7 @@ export class ResourceAttributes {
    * forgets those that have none.
    */
   update(profile: Profile): void {
-    const names = new Map<number, string>();
-    for (const sample of profile.samples) {
-      // The main thread's name is the process's; any thread's will do when the main one has no samples.
-      if (sample.tid === sample.pid || !names.has(sample.pid)) names.set(sample.pid, sample.comm);
-    }
+    const names = processNames(profile);
     const next = new Map<number, ProcessInfo>();
     for (const [pid, comm] of names) {
       const known = this.#processes.get(pid);

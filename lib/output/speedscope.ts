@@ -25,6 +25,7 @@
  */
 
 import type { Profile } from "../profile/profile.ts";
+import { processNames } from "../profile/process_names.ts";
 
 /** The schema URL speedscope files declare. */
 export const SPEEDSCOPE_SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json";
@@ -88,13 +89,13 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
 
   interface Building {
     pid: number;
-    names: Map<string, number>;
     stacks: Map<string, number>;
     stackList: number[][];
     weights: number[];
     total: number;
   }
   const processes = new Map<number, Building>();
+  const names = processNames(profile);
   for (let s = 0; s < samples.length; s++) {
     const sample = samples[s]!;
     if (!(sample.count > 0)) continue;
@@ -127,7 +128,6 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
     if (building === undefined) {
       building = {
         pid: sample.pid,
-        names: new Map(),
         stacks: new Map(),
         stackList: [],
         weights: [],
@@ -137,8 +137,6 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
     }
     const weight = sample.count * weightPerSample;
     building.total += weight;
-    const name = sample.tid === sample.pid ? `\0main\0${sample.comm}` : sample.comm;
-    building.names.set(name, (building.names.get(name) ?? 0) + weight);
     const key = stack.join(",");
     const existing = building.stacks.get(key);
     if (existing !== undefined) {
@@ -155,7 +153,7 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
     shared: { frames },
     profiles: ordered.map((building) => ({
       type: "sampled",
-      name: `${processName(building.names)} (pid ${building.pid})`,
+      name: `${names.get(building.pid) || "[unknown]"} (pid ${building.pid})`,
       unit,
       startValue: 0,
       endValue: building.total,
@@ -171,17 +169,4 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
 /** {@linkcode speedscopeFile} as JSON text, ending in a newline. */
 export function formatSpeedscope(profile: Profile, options: SpeedscopeOptions = {}): string {
   return JSON.stringify(speedscopeFile(profile, options)) + "\n";
-}
-
-/** The main thread's name when it was sampled, else the name with the most weight. */
-function processName(names: Map<string, number>): string {
-  let best = "", bestWeight = -1;
-  for (const [name, weight] of names) {
-    if (name.startsWith("\0main\0")) return name.slice(6) || "[unknown]";
-    if (weight > bestWeight) {
-      best = name;
-      bestWeight = weight;
-    }
-  }
-  return best || "[unknown]";
 }

@@ -54,3 +54,16 @@ Deno.test("formatSpeedscope() is JSON; a bad location index is a RangeError", ()
   const bad = { ...profile, samples: [{ locations: [99], count: 1, pid: 1, tid: 1, comm: "x" }] };
   assert.throws(() => speedscopeFile(bad), RangeError);
 });
+
+Deno.test("speedscopeFile() names a process by its main thread's busiest name, not its first", () => {
+  // A child sampled once between fork and exec still carries its parent's name.
+  const forked: Profile = {
+    ...profile,
+    samples: [
+      { locations: [0], count: 1, pid: 40, tid: 40, comm: "deno" },
+      { locations: [1, 0], count: 7, pid: 40, tid: 40, comm: "chain" },
+      { locations: [2, 0], count: 20, pid: 40, tid: 41, comm: "worker" },
+    ],
+  };
+  assert.deepEqual(speedscopeFile(forked).profiles.map((p) => p.name), ["chain (pid 40)"]);
+});

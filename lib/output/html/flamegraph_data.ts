@@ -23,6 +23,7 @@
  */
 
 import type { FrameKind, Profile } from "../../profile/profile.ts";
+import { processNames } from "../../profile/process_names.ts";
 
 /** A frame kind, plus `"process"` for the pseudo frames that stand for processes. */
 export type FlamegraphKind = FrameKind | "process";
@@ -168,7 +169,7 @@ class DataBuilder {
   add(profile: Profile, series: number): void {
     const { locations, mappings, samples } = profile;
     const frameOfLocation = new Int32Array(locations.length).fill(-1);
-    const processNames = processNamesOf(profile);
+    const nameOfProcess = processNames(profile);
     const processFrame = new Map<number, number>();
     const onProgress = this.#options.onProgress;
     for (let s = 0; s < samples.length; s++) {
@@ -180,7 +181,7 @@ class DataBuilder {
       if (!(sample.count > 0)) continue;
       let process = processFrame.get(sample.pid);
       if (process === undefined) {
-        const name = processNames.get(sample.pid) ?? "";
+        const name = nameOfProcess.get(sample.pid) ?? "";
         process = this.#frame(`p\0${series}\0${sample.pid}`, name, PROCESS_KIND, sample.pid);
         processFrame.set(sample.pid, process);
       }
@@ -365,36 +366,6 @@ class DataBuilder {
     variants.push({ series, pid, comm, id });
     return id;
   }
-}
-
-/**
- * A process's name: the command name of its main thread (tid = pid) when that was sampled, else the name
- * of its thread with the most samples.
- */
-function processNamesOf(profile: Profile): Map<number, string> {
-  const main = new Map<number, string>();
-  const counts = new Map<number, Map<string, number>>();
-  for (const sample of profile.samples) {
-    if (sample.tid === sample.pid) main.set(sample.pid, sample.comm);
-    let byName = counts.get(sample.pid);
-    if (byName === undefined) {
-      byName = new Map();
-      counts.set(sample.pid, byName);
-    }
-    byName.set(sample.comm, (byName.get(sample.comm) ?? 0) + sample.count);
-  }
-  const names = new Map<number, string>();
-  for (const [pid, byName] of counts) {
-    let best = "", most = -Infinity;
-    for (const [comm, count] of byName) {
-      if (count > most) {
-        best = comm;
-        most = count;
-      }
-    }
-    names.set(pid, main.get(pid) ?? best);
-  }
-  return names;
 }
 
 function compare(a: string, b: string): number {

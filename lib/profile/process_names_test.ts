@@ -1,0 +1,25 @@
+import assert from "node:assert/strict";
+import type { Profile, ProfileSample } from "./profile.ts";
+import { processNames } from "./process_names.ts";
+
+function profileOf(samples: ProfileSample[]): Profile {
+  return { startTimeNs: 0, durationNs: 1e9, periodNs: 1e7, mappings: [], locations: [], samples };
+}
+
+Deno.test("processNames() takes the main thread's busiest name, not the first one seen", () => {
+  const names = processNames(profileOf([
+    { locations: [], count: 1, pid: 40, tid: 40, comm: "deno" },
+    { locations: [], count: 7, pid: 40, tid: 40, comm: "chain" },
+    { locations: [], count: 20, pid: 40, tid: 41, comm: "worker" },
+  ]));
+  assert.deepEqual([...names], [[40, "chain"]]);
+});
+
+Deno.test("processNames() falls back to the busiest thread when the main thread has no samples", () => {
+  const names = processNames(profileOf([
+    { locations: [], count: 2, pid: 50, tid: 51, comm: "io" },
+    { locations: [], count: 5, pid: 50, tid: 52, comm: "compute" },
+    { locations: [], count: 0, pid: 50, tid: 50, comm: "idle-main" },
+  ]));
+  assert.deepEqual([...names], [[50, "compute"]]);
+});

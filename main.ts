@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { configure, getConsoleSink } from "@logtape/logtape";
+import { configureLogging, LOG_LEVELS, parseLogLevel } from "./lib/log/logger.ts";
 import { LibbpfError, LibbpfMissingError } from "./lib/bpf/libbpf.ts";
 import { CommandError } from "./lib/cli/command_error.ts";
 
@@ -21,18 +21,19 @@ Commands:
   agent    profile continuously and export OpenTelemetry profiles or pprof files (omniprof agent --help)
   check    tell what works on this machine
 
-Environment: OMNIPROF_LOG=debug|info|warning sets the log level (default warning).
+Environment: OMNIPROF_LOG=debug|info|warning|error sets the log level (default warning).
 `;
 
 async function main(argv: string[]): Promise<number> {
-  const level = Deno.env.get("OMNIPROF_LOG") ?? "warning";
-  await configure({
-    sinks: { console: getConsoleSink() },
-    loggers: [
-      { category: ["omniprof"], lowestLevel: level as "debug" | "info" | "warning", sinks: ["console"] },
-      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["console"] },
-    ],
-  });
+  const levelText = Deno.env.get("OMNIPROF_LOG");
+  if (levelText !== undefined && levelText !== "") {
+    const level = parseLogLevel(levelText);
+    if (level === null) {
+      console.error(`omniprof: OMNIPROF_LOG=${levelText} is not a level (${LOG_LEVELS.join(", ")})`);
+      return 2;
+    }
+    configureLogging({ level });
+  }
   const [command, ...rest] = argv;
   // Each command loads only its own modules: starting costs CPU time in every short run.
   switch (command) {

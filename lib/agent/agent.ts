@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { encodeOtlpProfiles } from "../output/otlp.ts";

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import { libc } from "../sys/libc.ts";
 
 const symbols = {

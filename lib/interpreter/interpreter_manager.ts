@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import type { LoadSegment } from "../elf/elf_file.ts";
 import type { MappedFile, ResolvedMapping } from "../process/process_manager.ts";
 import { mappingBias } from "../process/proc_maps.ts";

@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import { cString, libc, O_CLOEXEC, O_RDONLY, raiseOpenFileLimit } from "../sys/libc.ts";
 import type { Address, FileId, Pid } from "../types.ts";
 import { fileIdOf } from "./file_id.ts";

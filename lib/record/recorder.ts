@@ -15,7 +15,7 @@
  */
 import type { Profile } from "../profile/profile.ts";
 import { type ProcessListener, ProcessManager } from "../process/process_manager.ts";
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import type { BpfKernelNames } from "../symbolize/bpf_kernel_names.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";

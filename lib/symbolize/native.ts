@@ -18,7 +18,7 @@
  * @module
  */
 
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { findDebugFile, underRoot } from "./debug_file.ts";

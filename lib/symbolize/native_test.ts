@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { configureSync, type LogRecord, resetSync } from "@logtape/logtape";
+import { configureLogging, type LogRecord, resetLogging } from "../log/logger.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "./native.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { hasTool, run } from "../testing/commands.ts";
@@ -158,12 +158,11 @@ Deno.test({
   ignore,
   fn() {
     const records: LogRecord[] = [];
-    configureSync({
-      sinks: { memory: (record: LogRecord) => records.push(record) },
-      loggers: [
-        { category: ["omniprof", "symbolize"], sinks: ["memory"], lowestLevel: "debug" },
-        { category: ["logtape", "meta"], sinks: [], lowestLevel: "error" },
-      ],
+    configureLogging({
+      level: "debug",
+      sink: (record) => {
+        if (record.category.join(".") === "omniprof.symbolize") records.push(record);
+      },
     });
     try {
       const { dir } = build();
@@ -186,7 +185,7 @@ Deno.test({
       assert.ok(records.every((r) => r.level === "warning"));
       assert.match(symbolizer.loadError(garbage), /Cannot parse ELF .*garbage\.so/);
     } finally {
-      resetSync();
+      resetLogging();
     }
   },
 });

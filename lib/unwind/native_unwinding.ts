@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../log/logger.ts";
 import type { BpfMap } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
 import { u32Key, u64Key } from "../bpf/map.ts";

@@ -87,9 +87,9 @@ function outputLog(run: CliRun): string[] {
   const lines = `${run.stdout}\n${run.stderr}`.split("\n");
   let inRecord = false;
   return focusLog(lines.filter((line) => {
-    // A log record: "12:00:00.000 WRN omniprof·libbpf "text\n" +", continued by indented quoted lines.
+    // A log record: "12:00:00.000 WRN omniprof·libbpf text", continued by lines indented two spaces.
     if (/^\d\d:\d\d:\d\d\.\d+ [A-Z]{3} /.test(line)) inRecord = true;
-    else if (!/^\s+"/.test(line)) inRecord = false;
+    else if (!/^ {2}/.test(line)) inRecord = false;
     return !inRecord;
   }));
 }

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { getLogger } from "@logtape/logtape";
+import { getLogger } from "../../log/logger.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import type { Address, Pid } from "../../types.ts";
 import { FrameMarker } from "../../../support/types.ts";

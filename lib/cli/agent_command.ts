@@ -15,7 +15,7 @@ import {
 } from "../agent/otlp_exporter.ts";
 import { checkWritable } from "../record/output_file.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
-import { parseArgs } from "node:util";
+import { parseOptions } from "./options.ts";
 import { join } from "node:path";
 import { CommandError } from "./record_command.ts";
 import { UsageError } from "./record_args.ts";
@@ -63,11 +63,9 @@ Options:
 export function parseAgentArgs(argv: string[]): AgentArgs {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
+    parsed = parseOptions(
+      argv,
+      {
         "otlp-endpoint": { type: "string" },
         protocol: { type: "string" },
         header: { type: "string", multiple: true },
@@ -80,7 +78,7 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
         idle: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
-    });
+    );
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseOptions } from "./options.ts";
 import { checkWritable, writeAtomically } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
@@ -29,15 +29,15 @@ Options:
 export function diffCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
+    parsed = parseOptions(
+      argv,
+      {
         top: { type: "string", short: "n" },
         html: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
-    });
+      { allowPositionals: true },
+    );
   } catch (error) {
     console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
     return Promise.resolve(2);

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseOptions } from "./options.ts";
 import { asPid, type Pid } from "../types.ts";
 
 /** Output formats `record` writes. */
@@ -80,11 +80,9 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   const command = separator < 0 ? [] : argv.slice(separator + 1);
   let parsed;
   try {
-    parsed = parseArgs({
-      args: own,
-      strict: true,
-      allowPositionals: false,
-      options: {
+    parsed = parseOptions(
+      own,
+      {
         duration: { type: "string", short: "d" },
         frequency: { type: "string", short: "F" },
         pid: { type: "string", short: "p", multiple: true },
@@ -95,7 +93,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         stats: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
-    });
+    );
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseOptions } from "./options.ts";
 import { formatFolded } from "../output/folded.ts";
 import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof } from "../output/pprof_reader.ts";
@@ -70,17 +70,17 @@ export function readPprofFile(path: string): Profile {
 export function reportCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
+    parsed = parseOptions(
+      argv,
+      {
         top: { type: "string", short: "n" },
         folded: { type: "boolean" },
         html: { type: "string" },
         speedscope: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
-    });
+      { allowPositionals: true },
+    );
   } catch (error) {
     console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
     return Promise.resolve(2);

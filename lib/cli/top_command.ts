@@ -15,7 +15,7 @@ import { FullScreen } from "../terminal/full_screen.ts";
 import { renderTopFrame, type TopHeader } from "../terminal/top_screen.ts";
 import { TopWindow } from "../terminal/top_window.ts";
 import { asPid, type Pid } from "../types.ts";
-import { parseArgs } from "node:util";
+import { parseOptions } from "./options.ts";
 import { UsageError } from "./record_args.ts";
 import { CommandError } from "./record_command.ts";
 
@@ -54,11 +54,9 @@ Options:
 export function parseTopArgs(argv: string[]): TopArgs {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
+    parsed = parseOptions(
+      argv,
+      {
         pid: { type: "string", short: "p", multiple: true },
         frequency: { type: "string", short: "F" },
         rows: { type: "string", short: "n" },
@@ -67,7 +65,7 @@ export function parseTopArgs(argv: string[]): TopArgs {
         idle: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
-    });
+    );
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }

@@ -12,11 +12,11 @@
  *
  * @module
  */
-import { basename, dirname, resolve } from "node:path";
+import { absolutePath, baseName, parentDir } from "../sys/path.ts";
 
 function temporaryPath(path: string): string {
-  const absolute = resolve(path);
-  return `${dirname(absolute)}/.${basename(absolute)}.${Deno.pid}.tmp`;
+  const absolute = absolutePath(path);
+  return `${parentDir(absolute)}/.${baseName(absolute)}.${Deno.pid}.tmp`;
 }
 
 /**
@@ -24,7 +24,7 @@ function temporaryPath(path: string): string {
  * a folder in the way. Creates and removes the temporary file that the final write will use.
  */
 export function checkWritable(path: string): void {
-  const absolute = resolve(path);
+  const absolute = absolutePath(path);
   try {
     if (Deno.statSync(absolute).isDirectory) {
       throw new Error(`Cannot write the profile to ${path}: it is a directory`);
@@ -38,9 +38,9 @@ export function checkWritable(path: string): void {
     Deno.removeSync(temporary);
   } catch (error) {
     const reason = error instanceof Deno.errors.NotFound
-      ? `folder ${dirname(absolute)} does not exist`
+      ? `folder ${parentDir(absolute)} does not exist`
       : error instanceof Deno.errors.PermissionDenied
-      ? `no permission to write in ${dirname(absolute)}`
+      ? `no permission to write in ${parentDir(absolute)}`
       : error instanceof Error
       ? error.message
       : String(error);
@@ -54,7 +54,7 @@ export function writeAtomically(path: string, data: Uint8Array | string): void {
   try {
     if (typeof data === "string") Deno.writeTextFileSync(temporary, data, { mode: 0o644 });
     else Deno.writeFileSync(temporary, data, { mode: 0o644 });
-    Deno.renameSync(temporary, resolve(path));
+    Deno.renameSync(temporary, absolutePath(path));
   } catch (error) {
     try {
       Deno.removeSync(temporary);

@@ -189,7 +189,7 @@ class AgentProcess {
   /** Intervals the agent logged as queued for export, by sequence number: their start (ISO). */
   intervals(): Map<number, string> {
     const out = new Map<number, string>();
-    for (const match of this.output.matchAll(/interval (\d+) from "([^"]+)": \d+ samples/g)) {
+    for (const match of this.output.matchAll(/interval (\d+) from (\S+): \d+ samples/g)) {
       out.set(Number(match[1]), match[2]!);
     }
     return out;

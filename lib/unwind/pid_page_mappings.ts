@@ -35,6 +35,8 @@ export class PidPageMappings {
   #valueView = new DataView(this.#value.buffer);
   /** Entries currently in the trie. */
   entries = 0;
+  /** Map updates and deletes made so far (each one a bpf() call). */
+  writes = 0;
 
   /** `map` is the trie, `generation` the one-entry array the unwinder checks its cached answers against. */
   constructor(map: BpfMap, generation: BpfMap) {
@@ -57,6 +59,7 @@ export class PidPageMappings {
       this.#setKey(pid, prefix);
       this.#map.update(this.#key, this.#value);
       this.entries++;
+      this.writes++;
     }
     return prefixes;
   }
@@ -72,6 +75,7 @@ export class PidPageMappings {
     this.#setKey(pid, prefix);
     this.#map.update(this.#key, this.#value);
     this.entries++;
+    this.writes++;
     // It may lie inside a mapping the unwinder has cached.
     this.#changeGeneration();
   }
@@ -91,6 +95,7 @@ export class PidPageMappings {
     let removed = false;
     for (const prefix of prefixes) {
       this.#setKey(pid, prefix);
+      this.writes++;
       if (this.#map.delete(this.#key)) {
         this.entries--;
         removed = true;

@@ -1,0 +1,57 @@
+/**
+ * NativeUnwinding's bookkeeping of a process's mappings in the pid/page trie, on a real BPF object: a
+ * process read again writes only what changed.
+ */
+import assert from "node:assert/strict";
+import { ProcessManager, type ResolvedMapping } from "../lib/process/process_manager.ts";
+import { Tracer } from "../lib/record/tracer.ts";
+import type { Address, Pid } from "../lib/types.ts";
+import { NativeUnwinding } from "../lib/unwind/native_unwinding.ts";
+import { UnwindProgram } from "../support/types.ts";
+import { tracingTest } from "./helpers.ts";
+
+Deno.test(tracingTest("a process read again writes only its changed mappings to the trie", () => {
+  using tracer = Tracer.start({ frequencyHz: 99, paused: true });
+  const unwinding = new NativeUnwinding(tracer.object, () => UnwindProgram.Native);
+  // This process's own executable mappings, as the process manager resolves them.
+  let mappings: readonly ResolvedMapping[] = [];
+  new ProcessManager({ listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} } })
+    .preloadProcess(Deno.pid as Pid);
+  assert.ok(mappings.length >= 3, `${mappings.length} executable mappings of this process`);
+  const pid = 0x3fff_fff0 as Pid; // a pid no process has: the entries are only bookkeeping here
+
+  unwinding.onMappings(pid, mappings);
+  const first = unwinding.stats;
+  assert.ok(first.trieEntries > 0);
+  assert.equal(first.trieWrites, first.trieEntries, "each prefix written once");
+
+  unwinding.onMappings(pid, mappings);
+  assert.equal(unwinding.stats.trieWrites, first.trieWrites, "the same mappings again: nothing written");
+  assert.equal(unwinding.stats.trieEntries, first.trieEntries);
+
+  // One mapping gone, then back: only its prefixes are deleted, then written. ([vsyscall], last, lies
+  // in kernel space and is never installed.)
+  const victim = mappings.findIndex((mapping) => mapping.end < 2 ** 47);
+  const without = mappings.filter((_, i) => i !== victim);
+  unwinding.onMappings(pid, without);
+  const removed = unwinding.stats.trieWrites - first.trieWrites;
+  assert.ok(removed > 0 && removed < first.trieWrites, `${removed} deletes of ${first.trieWrites} entries`);
+  assert.equal(unwinding.stats.trieEntries, first.trieEntries - removed);
+  unwinding.onMappings(pid, mappings);
+  assert.equal(unwinding.stats.trieWrites, first.trieWrites + 2 * removed);
+  assert.equal(unwinding.stats.trieEntries, first.trieEntries);
+
+  // A mapping that moved (to an address nothing else maps) is rewritten; the process's exit removes
+  // everything.
+  const old = mappings[victim]!;
+  const start = 0x100_0000_0000;
+  const moved = [...without, {
+    ...old,
+    start: start as Address,
+    end: (start + old.end - old.start) as Address,
+  }];
+  unwinding.onMappings(pid, moved);
+  assert.ok(unwinding.stats.trieWrites > first.trieWrites + 2 * removed);
+  unwinding.onExit(pid);
+  assert.equal(unwinding.stats.trieEntries, 0);
+}));

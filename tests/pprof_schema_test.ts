@@ -169,11 +169,11 @@ function testProfile(): Profile {
 Deno.test({
   name: "encodePprofGzip() output decodes with protobufjs from the published schema, every field as written",
   ignore: missing !== "",
-  fn() {
+  async fn() {
     const profile = testProfile();
     const root = protobuf.loadSync(protoPath);
     const type = root.lookupType("perftools.profiles.Profile");
-    const message = type.decode(gunzipSync(encodePprofGzip(profile)));
+    const message = type.decode(gunzipSync(await encodePprofGzip(profile)));
     const pb = type.toObject(message, { longs: String, defaults: true, arrays: true }) as PbProfile;
 
     // String table: "" first, every string once.

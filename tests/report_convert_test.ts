@@ -41,7 +41,7 @@ function withPprof(fn: (dir: string, pprof: string) => Promise<void>): () => Pro
     const dir = tempDir();
     try {
       const pprof = `${dir}/app.pb.gz`;
-      Deno.writeFileSync(pprof, encodePprofGzip(profile));
+      Deno.writeFileSync(pprof, await encodePprofGzip(profile));
       await fn(dir, pprof);
     } finally {
       Deno.removeSync(dir, { recursive: true });

@@ -23,7 +23,7 @@ import { getLogger } from "../log/logger.ts";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { encodeOtlpProfiles } from "../output/otlp.ts";
-import { encodePprofGzip } from "../output/pprof.ts";
+import { encodePprof } from "../output/pprof.ts";
 import type { Profile } from "../profile/profile.ts";
 import { writeAtomically } from "../record/output_file.ts";
 import { Recorder } from "../record/recorder.ts";
@@ -191,7 +191,8 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
     if (pprofDir !== null) {
       const path = join(pprofDir, `omniprof-${start.replace(/[-:]/g, "")}.pb.gz`);
       try {
-        writeAtomically(path, encodePprofGzip(profile));
+        // Synchronous gzip: the agent loads node:zlib for its OTLP bodies anyway.
+        writeAtomically(path, gzipSync(encodePprof(profile)));
         pprofFiles++;
         logger.info("interval {seq} from {start}: {samples} samples of {processes} processes, wrote {path}", {
           seq,

@@ -36,14 +36,14 @@
  * import { encodePprofGzip } from "./pprof.ts";
  * import type { Profile } from "../profile/profile.ts";
  * declare const profile: Profile;
- * Deno.writeFileSync("cpu.pb.gz", encodePprofGzip(profile)); // then: pprof -top cpu.pb.gz
+ * Deno.writeFileSync("cpu.pb.gz", await encodePprofGzip(profile)); // then: pprof -top cpu.pb.gz
  * ```
  *
  * @module
  */
 
-import { gzipSync } from "node:zlib";
 import type { FrameKind, Profile } from "../profile/profile.ts";
+import { gzip } from "./gzip.ts";
 import { ProtobufWriter } from "./protobuf_writer.ts";
 
 /** The file name of the pseudo mapping that marks each non-native frame kind in a pprof file. */
@@ -313,12 +313,6 @@ export function encodePprof(profile: Profile): Uint8Array {
   return w.finish();
 }
 
-/** Options of {@linkcode encodePprofGzip}. */
-export interface PprofGzipOptions {
-  /** zlib compression level, 1 (fastest) to 9 (smallest); default 6. */
-  level?: number;
-}
-
 /**
  * Encodes `profile` as a gzip-compressed pprof file, the form `pprof` and most profile stores expect.
  *
@@ -327,12 +321,11 @@ export interface PprofGzipOptions {
  * import { encodePprofGzip } from "./pprof.ts";
  * import type { Profile } from "../profile/profile.ts";
  * declare const profile: Profile;
- * Deno.writeFileSync("cpu.pb.gz", encodePprofGzip(profile));
+ * Deno.writeFileSync("cpu.pb.gz", await encodePprofGzip(profile));
  * ```
  */
-export function encodePprofGzip(profile: Profile, options: PprofGzipOptions = {}): Uint8Array {
-  const compressed = gzipSync(encodePprof(profile), { level: options.level ?? 6 });
-  return new Uint8Array(compressed.buffer, compressed.byteOffset, compressed.byteLength);
+export function encodePprofGzip(profile: Profile): Promise<Uint8Array> {
+  return gzip(encodePprof(profile));
 }
 
 function writeValueType(w: ProtobufWriter, field: number, type: number, unit: number): void {

@@ -185,7 +185,7 @@ class RawProfile {
  * ```ts
  * import { decodePprof } from "./pprof_reader.ts";
  * import { encodePprofGzip } from "./pprof.ts";
- * const profile = decodePprof(encodePprofGzip({
+ * const profile = decodePprof(await encodePprofGzip({
  *   startTimeNs: 0, durationNs: 0, periodNs: 1e7, mappings: [], locations: [], samples: [],
  * }));
  * ```

@@ -384,9 +384,9 @@ function assertConsistent(profile: Profile): void {
   }
 }
 
-Deno.test("decodePprof() turns truncated and bit-flipped input into a Profile or a RangeError", () => {
+Deno.test("decodePprof() turns truncated and bit-flipped input into a Profile or a RangeError", async () => {
   const profile = fuzzProfile();
-  const inputs = [encodePprof(profile), encodePprofGzip(profile)];
+  const inputs = [encodePprof(profile), await encodePprofGzip(profile)];
   const rand = random(4242);
   let decoded = 0;
   let rejected = 0;

@@ -35,7 +35,10 @@ export type OptionValues<T extends Record<string, OptionSpec>> = {
     : string;
 };
 
-/** Thrown for an undeclared option, a missing value, a value given to a flag, or a stray word. */
+/**
+ * Thrown for an undeclared option, a missing value (or an option where a value should be), a value given
+ * to a flag, or a stray word.
+ */
 export class OptionError extends Error {
   constructor(message: string) {
     super(message);
@@ -44,8 +47,9 @@ export class OptionError extends Error {
 }
 
 /**
- * Parses `args` against `options`. `--` ends the options: the words after it are positionals. Throws
- * OptionError with a message meant for the user.
+ * Parses `args` against `options`. `--` ends the options: the words after it are positionals (refused,
+ * like any other, without `allowPositionals`). A value that looks like an option is refused unless given
+ * inline (`--output=-x`, `-o-x`). Throws OptionError with a message meant for the user.
  */
 export function parseOptions<const T extends Record<string, OptionSpec>>(
   args: readonly string[],
@@ -61,7 +65,11 @@ export function parseOptions<const T extends Record<string, OptionSpec>>(
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--") {
-      positionals.push(...args.slice(i + 1));
+      const rest = args.slice(i + 1);
+      if (rest.length > 0 && !settings.allowPositionals) {
+        throw new OptionError(`Unexpected argument '${rest[0]}'`);
+      }
+      positionals.push(...rest);
       break;
     }
     let name: string | undefined;
@@ -93,6 +101,13 @@ export function parseOptions<const T extends Record<string, OptionSpec>>(
     if (value === undefined) {
       if (i + 1 >= args.length) throw new OptionError(`Option '${shown}' needs a value`);
       value = args[++i]!;
+      // `-o --demo` is far more likely a forgotten value than a file named "--demo".
+      if (value.length > 1 && value.startsWith("-")) {
+        const inlineForm = shown.startsWith("--") ? `${shown}=${value}` : `${shown}${value}`;
+        throw new OptionError(
+          `Option '${shown}' needs a value, not '${value}' (write ${inlineForm} if that is the value)`,
+        );
+      }
     }
     if (spec.multiple) {
       const list = values[name];

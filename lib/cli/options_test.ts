@@ -33,4 +33,16 @@ Deno.test("parseOptions() refuses unknown options, missing values and values giv
   assert.throws(() => parseOptions(["--demo=yes"], spec), /'--demo' does not take a value/);
   assert.throws(() => parseOptions(["-hd"], spec), /'-h' does not take a value/);
   assert.throws(() => parseOptions(["--constructor"], spec), /Unknown option/);
+  // A forgotten value does not swallow the next option; written inline, a dash is a value.
+  assert.throws(
+    () => parseOptions(["-d", "--demo"], spec),
+    /Option '-d' needs a value, not '--demo' \(write -d--demo/,
+  );
+  assert.throws(() => parseOptions(["--duration", "-h"], spec), /\(write --duration=-h if/);
+  assert.equal(parseOptions(["--duration=-1"], spec).values.duration, "-1");
+  assert.equal(parseOptions(["-d-1"], spec).values.duration, "-1");
+  assert.equal(parseOptions(["-d", "-"], spec).values.duration, "-");
+  // Words after -- are positionals, so they are refused where positionals are.
+  assert.throws(() => parseOptions(["--", "sleep", "1"], spec), /Unexpected argument 'sleep'/);
+  assert.deepEqual(parseOptions(["--"], spec).positionals, []);
 });

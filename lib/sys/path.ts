@@ -26,14 +26,16 @@ export function absolutePath(path: string, cwd: string = Deno.cwd()): string {
 
 /** The folder holding `path` ("/" for a top-level entry, "." for a bare name). */
 export function parentDir(path: string): string {
-  const trimmed = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  const trimmed = path.replace(/\/+$/, "");
+  if (trimmed === "") return path === "" ? "." : "/";
   const slash = trimmed.lastIndexOf("/");
   if (slash < 0) return ".";
-  return slash === 0 ? "/" : trimmed.slice(0, slash);
+  const parent = trimmed.slice(0, slash).replace(/\/+$/, "");
+  return parent === "" ? "/" : parent;
 }
 
 /** The last component of `path`. */
 export function baseName(path: string): string {
-  const trimmed = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  const trimmed = path.replace(/\/+$/, "");
   return trimmed.slice(trimmed.lastIndexOf("/") + 1);
 }

@@ -22,3 +22,10 @@ Deno.test("path helpers agree with node:path on the paths a user may give", () =
     assert.equal(baseName(path), basename(path), path);
   }
 });
+
+Deno.test("path helpers give usable answers for paths with repeated slashes", () => {
+  assert.equal(absolutePath("//a//b/", "/c"), "/a/b");
+  assert.equal(absolutePath("", "/c"), "/c");
+  assert.deepEqual(["//", "//a", "a//b//", "///x/y", ""].map(parentDir), ["/", "/", "a", "///x", "."]);
+  assert.deepEqual(["//", "//a", "a//b//", "///x/y", ""].map(baseName), ["", "a", "b", "y", ""]);
+});

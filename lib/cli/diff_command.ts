@@ -12,7 +12,9 @@ import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
 import type { Profile } from "../profile/profile.ts";
 import { CommandError } from "./record_command.ts";
-import { progressReporter, readPprofFile } from "./report_command.ts";
+import { readPprofFile } from "./report_command.ts";
+import { progressReporter } from "./status_line.ts";
+import { baseName } from "../sys/path.ts";
 import { StatusLine } from "./status_line.ts";
 
 const USAGE = `Usage: omniprof diff [options] BEFORE AFTER
@@ -80,8 +82,4 @@ export function diffCommand(argv: string[]): Promise<number> {
 
 function describe(path: string, profile: Profile): string {
   return `${path}, ${totalSampleCount(profile)} samples over ${(profile.durationNs / 1e9).toFixed(1)} s`;
-}
-
-function baseName(path: string): string {
-  return path.split("/").pop() || path;
 }

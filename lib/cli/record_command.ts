@@ -15,7 +15,7 @@ import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
-import { StatusLine } from "./status_line.ts";
+import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
 
 export { CommandError };
@@ -220,7 +220,6 @@ async function encodeProfile(
       });
     case "html": {
       const { formatFlamegraphHtml } = await import("../output/html/flamegraph.ts");
-      const { progressReporter } = await import("./report_command.ts");
       const html = formatFlamegraphHtml(profile, {
         title: `CPU profile of ${target}`,
         onProgress: progressReporter(status, `writing ${args.output}`),

@@ -14,7 +14,8 @@ import type { Profile } from "../profile/profile.ts";
 import { checkWritable, writeAtomically } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
-import { StatusLine } from "./status_line.ts";
+import { progressReporter, StatusLine } from "./status_line.ts";
+import { baseName } from "../sys/path.ts";
 
 const USAGE = `Usage: omniprof report [options] FILE
 
@@ -27,27 +28,6 @@ Options:
       --html OUT       write an interactive flamegraph page to OUT instead
       --speedscope OUT write a speedscope file to OUT instead
   -h, --help           show this help`;
-
-/**
- * A progress callback for a long step that shows `label: NN%` on the status line (terminal only), at most
- * ten times a second.
- *
- * @example
- * ```ts ignore
- * const status = new StatusLine();
- * formatFlamegraphHtml(profile, { onProgress: progressReporter(status, "writing profile.html") });
- * status.clear();
- * ```
- */
-export function progressReporter(status: StatusLine, label: string): (done: number, total: number) => void {
-  let last = 0;
-  return (done, total) => {
-    const now = performance.now();
-    if (now - last < 100 && done < total) return;
-    last = now;
-    status.update(`${label}: ${total > 0 ? Math.floor((100 * done) / total) : 100}%`);
-  };
-}
 
 /** Reads a pprof file, turning any failure into a CommandError that names the file. */
 export function readPprofFile(path: string): Profile {
@@ -113,11 +93,11 @@ export function reportCommand(argv: string[]): Promise<number> {
     const status = new StatusLine();
     const data = values.html !== undefined
       ? formatFlamegraphHtml(profile, {
-        title: path.split("/").pop() ?? path,
+        title: baseName(path),
         seriesNames: [path],
         onProgress: progressReporter(status, `writing ${output}`),
       })
-      : formatSpeedscope(profile, { name: path.split("/").pop() ?? path });
+      : formatSpeedscope(profile, { name: baseName(path) });
     status.update(`writing ${output}`);
     try {
       writeAtomically(output, data);

@@ -36,3 +36,24 @@ export class StatusLine {
     Deno.stderr.writeSync(encoder.encode(`omniprof: ${text}\n`));
   }
 }
+
+/**
+ * A progress callback for a long step that shows `label: NN%` on the status line (terminal only), at most
+ * ten times a second.
+ *
+ * @example
+ * ```ts ignore
+ * const status = new StatusLine();
+ * formatFlamegraphHtml(profile, { onProgress: progressReporter(status, "writing profile.html") });
+ * status.clear();
+ * ```
+ */
+export function progressReporter(status: StatusLine, label: string): (done: number, total: number) => void {
+  let last = 0;
+  return (done, total) => {
+    const now = performance.now();
+    if (now - last < 100 && done < total) return;
+    last = now;
+    status.update(`${label}: ${total > 0 ? Math.floor((100 * done) / total) : 100}%`);
+  };
+}

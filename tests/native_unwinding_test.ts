@@ -15,8 +15,10 @@ Deno.test(tracingTest("a process read again writes only its changed mappings to 
   const unwinding = new NativeUnwinding(tracer.object, () => UnwindProgram.Native);
   // This process's own executable mappings, as the process manager resolves them.
   let mappings: readonly ResolvedMapping[] = [];
-  new ProcessManager({ listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} } })
-    .preloadProcess(Deno.pid as Pid);
+  using processes = new ProcessManager({
+    listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
+  });
+  processes.preloadProcess(Deno.pid as Pid);
   assert.ok(mappings.length >= 3, `${mappings.length} executable mappings of this process`);
   const pid = 0x3fff_fff0 as Pid; // a pid no process has: the entries are only bookkeeping here
 
@@ -54,4 +56,6 @@ Deno.test(tracingTest("a process read again writes only its changed mappings to 
   assert.ok(unwinding.stats.trieWrites > first.trieWrites + 2 * removed);
   unwinding.onExit(pid);
   assert.equal(unwinding.stats.trieEntries, 0);
+  // Every file reference the mappings took was given back with them.
+  assert.equal(unwinding.stats.filesMapped, 0);
 }));

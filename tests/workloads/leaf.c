@@ -4,14 +4,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-static volatile uint64_t sink;
+#include "clock.h"
 
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static volatile uint64_t sink;
 
 __attribute__((noinline)) uint64_t c(uint64_t x)
 {

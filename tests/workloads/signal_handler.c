@@ -7,15 +7,10 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "clock.h"
+
 static volatile uint64_t sink;
 static volatile int done;
-
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) void handler_work(void)
 {

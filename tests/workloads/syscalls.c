@@ -5,12 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 __attribute__((noinline)) void copy_loop(int in, int out, double end)
 {

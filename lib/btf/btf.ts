@@ -257,7 +257,9 @@ export type BtfType =
   | BtfDeclTag;
 
 const HEADER_SIZE = 24;
-const TYPE_HEADER_SIZE = 12;
+/** Size in bytes of a BTF type record's header, before its kind-specific body. */
+export const BTF_TYPE_HEADER_SIZE = 12;
+const TYPE_HEADER_SIZE = BTF_TYPE_HEADER_SIZE;
 const BTF_MAGIC = 0xeb9f;
 /** Longest typedef/qualifier/array chain followed before assuming a cycle in hostile input. */
 const MAX_CHAIN = 64;
@@ -267,6 +269,85 @@ const textEncoder = new TextEncoder();
 
 function parseError(state: string): RangeError {
   return new RangeError(`Cannot parse BTF: ${state}`);
+}
+
+/** Where the sections of a BTF blob lie, from its header; byte offsets from the start of the blob. */
+export interface BtfHeader {
+  readonly littleEndian: boolean;
+  readonly typeStart: number;
+  readonly typeEnd: number;
+  readonly strStart: number;
+  readonly strEnd: number;
+}
+
+/**
+ * Reads and checks the header at the start of `bytes`, a blob of `totalLength` bytes (`bytes` may hold
+ * only its beginning). Throws a `RangeError` ("Cannot parse BTF: ...") when it is not BTF or a section
+ * runs past the end.
+ */
+export function readBtfHeader(bytes: Uint8Array, totalLength: number): BtfHeader {
+  if (bytes.length < HEADER_SIZE || totalLength < HEADER_SIZE) {
+    throw parseError(
+      `${Math.min(bytes.length, totalLength)} bytes is shorter than the ${HEADER_SIZE}-byte header`,
+    );
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, HEADER_SIZE);
+  const magic = view.getUint16(0, true);
+  let le: boolean;
+  if (magic === BTF_MAGIC) le = true;
+  else if (magic === 0x9feb) le = false;
+  else throw parseError(`bad magic 0x${magic.toString(16)}`);
+  if (bytes[2] !== 1) throw parseError(`unsupported version ${bytes[2]}`);
+  const hdrLen = view.getUint32(4, le);
+  if (hdrLen < HEADER_SIZE || hdrLen > totalLength) {
+    throw parseError(`header length ${hdrLen} outside 24..${totalLength}`);
+  }
+  const typeStart = hdrLen + view.getUint32(8, le);
+  const typeEnd = typeStart + view.getUint32(12, le);
+  const strStart = hdrLen + view.getUint32(16, le);
+  const strEnd = strStart + view.getUint32(20, le);
+  if (typeEnd > totalLength) {
+    throw parseError(`type section ${typeStart}..${typeEnd} ends past the ${totalLength}-byte blob`);
+  }
+  if (strEnd > totalLength) {
+    throw parseError(`string section ${strStart}..${strEnd} ends past the ${totalLength}-byte blob`);
+  }
+  return { littleEndian: le, typeStart, typeEnd, strStart, strEnd };
+}
+
+/**
+ * Size in bytes of the body that follows the 12-byte header of a type record of `kind` with `vlen`
+ * entries; -1 for a kind this reader does not know (its size cannot be known either).
+ */
+export function typeRecordBodySize(kind: number, vlen: number): number {
+  switch (kind) {
+    case BtfKind.Int:
+    case BtfKind.Var:
+    case BtfKind.DeclTag:
+      return 4;
+    case BtfKind.Array:
+      return 12;
+    case BtfKind.Struct:
+    case BtfKind.Union:
+    case BtfKind.Datasec:
+    case BtfKind.Enum64:
+      return 12 * vlen;
+    case BtfKind.Enum:
+    case BtfKind.FuncProto:
+      return 8 * vlen;
+    case BtfKind.Ptr:
+    case BtfKind.Fwd:
+    case BtfKind.Typedef:
+    case BtfKind.Volatile:
+    case BtfKind.Const:
+    case BtfKind.Restrict:
+    case BtfKind.Func:
+    case BtfKind.Float:
+    case BtfKind.TypeTag:
+      return 0;
+    default:
+      return -1;
+  }
 }
 
 /**
@@ -287,30 +368,8 @@ export class Btf {
 
   /** Parses and validates `bytes`; prefer {@linkcode parseBtf}. */
   constructor(bytes: Uint8Array) {
-    if (bytes.length < HEADER_SIZE) {
-      throw parseError(`${bytes.length} bytes is shorter than the ${HEADER_SIZE}-byte header`);
-    }
+    const { littleEndian: le, typeStart, typeEnd, strStart, strEnd } = readBtfHeader(bytes, bytes.length);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const magic = view.getUint16(0, true);
-    let le: boolean;
-    if (magic === BTF_MAGIC) le = true;
-    else if (magic === 0x9feb) le = false;
-    else throw parseError(`bad magic 0x${magic.toString(16)}`);
-    if (bytes[2] !== 1) throw parseError(`unsupported version ${bytes[2]}`);
-    const hdrLen = view.getUint32(4, le);
-    if (hdrLen < HEADER_SIZE || hdrLen > bytes.length) {
-      throw parseError(`header length ${hdrLen} outside 24..${bytes.length}`);
-    }
-    const typeStart = hdrLen + view.getUint32(8, le);
-    const typeEnd = typeStart + view.getUint32(12, le);
-    const strStart = hdrLen + view.getUint32(16, le);
-    const strEnd = strStart + view.getUint32(20, le);
-    if (typeEnd > bytes.length) {
-      throw parseError(`type section ${typeStart}..${typeEnd} ends past the ${bytes.length}-byte blob`);
-    }
-    if (strEnd > bytes.length) {
-      throw parseError(`string section ${strStart}..${strEnd} ends past the ${bytes.length}-byte blob`);
-    }
     // A NUL-terminated section means every in-range name offset reads a terminated string.
     if (strEnd === strStart || bytes[strEnd - 1] !== 0) {
       throw parseError("string section is empty or does not end with NUL");
@@ -331,40 +390,8 @@ export class Btf {
       const vlen = info & 0xffff;
       const sizeOrType = view.getUint32(off + 8, le);
       if (nameOff > maxName) maxName = nameOff;
-      let extra: number;
-      switch (kind) {
-        case BtfKind.Int:
-        case BtfKind.Var:
-        case BtfKind.DeclTag:
-          extra = 4;
-          break;
-        case BtfKind.Array:
-          extra = 12;
-          break;
-        case BtfKind.Struct:
-        case BtfKind.Union:
-        case BtfKind.Datasec:
-        case BtfKind.Enum64:
-          extra = 12 * vlen;
-          break;
-        case BtfKind.Enum:
-        case BtfKind.FuncProto:
-          extra = 8 * vlen;
-          break;
-        case BtfKind.Ptr:
-        case BtfKind.Fwd:
-        case BtfKind.Typedef:
-        case BtfKind.Volatile:
-        case BtfKind.Const:
-        case BtfKind.Restrict:
-        case BtfKind.Func:
-        case BtfKind.Float:
-        case BtfKind.TypeTag:
-          extra = 0;
-          break;
-        default:
-          throw parseError(`type ${id} at byte ${off} has unknown kind ${kind}`);
-      }
+      const extra = typeRecordBodySize(kind, vlen);
+      if (extra < 0) throw parseError(`type ${id} at byte ${off} has unknown kind ${kind}`);
       const end = off + TYPE_HEADER_SIZE + extra;
       if (end > typeEnd) {
         throw parseError(

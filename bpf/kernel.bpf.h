@@ -1,43 +1,28 @@
-// The few kernel structures the programs read, declared with preserve_access_index so that libbpf
-// relocates each field access against the running kernel's BTF (CO-RE). Only the fields used are listed;
-// their order and the struct sizes here mean nothing.
+// Reads of kernel structures at the offsets the host found in the running kernel's BTF
+// (tracer_config.kernel, see struct kernel_fields in types.h). The offsets are constants of .rodata, so
+// the verifier knows each one; a failed read yields 0.
 #ifndef OMNIPROF_KERNEL_BPF_H
 #define OMNIPROF_KERNEL_BPF_H
 
 #include <linux/types.h>
+#include <bpf/bpf_helpers.h>
 
-#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
-
-typedef struct {
-  int counter;
-} atomic_t;
-
-struct signal_struct {
-  atomic_t live; // threads still alive; 0 once the last one is in do_exit
-};
-
-struct mm_struct {
-  unsigned long start_stack;
-};
-
-struct thread_struct {
-  unsigned long fsbase; // x86-64 thread pointer of user space (glibc's pthread_self())
-};
-
-struct task_struct {
-  unsigned int flags;
-  void *stack; // bottom of the kernel stack; user registers sit at its top
-  struct mm_struct *mm;
-  int pid;
-  int tgid;
-  struct task_struct *group_leader;
-  struct signal_struct *signal;
-  char comm[16];
-  struct thread_struct thread;
-};
-
-#pragma clang attribute pop
+#include "maps.bpf.h"
 
 #define PF_KTHREAD 0x00200000
+
+static __always_inline __u64 kernel_read_u64(__u64 base, __u32 offset)
+{
+  __u64 value = 0;
+  bpf_probe_read_kernel(&value, sizeof(value), (const void *)(base + offset));
+  return value;
+}
+
+static __always_inline __u32 kernel_read_u32(__u64 base, __u32 offset)
+{
+  __u32 value = 0;
+  bpf_probe_read_kernel(&value, sizeof(value), (const void *)(base + offset));
+  return value;
+}
 
 #endif

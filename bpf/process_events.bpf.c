@@ -4,7 +4,6 @@
 // everything the command starts.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 
 #include "events.bpf.h"
 #include "kernel.bpf.h"
@@ -16,14 +15,15 @@ static __always_inline int process_selected(__u32 pid)
   return bpf_map_lookup_elem(&pid_filter, &pid) != 0;
 }
 
-static __always_inline void emit(__u32 kind, struct task_struct *task, __u32 parent_pid)
+// All three tracepoints run in the thread that execs, exits or forks; a child starts with its parent's
+// name, so current's name serves for each.
+static __always_inline void emit(__u32 kind, __u32 pid, __u32 tid, __u32 parent_pid)
 {
-  struct process_event *event =
-    process_event_reserve(kind, BPF_CORE_READ(task, tgid), BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
+  struct process_event *event = process_event_reserve(kind, pid, tid, bpf_ktime_get_ns());
   if (!event)
     return;
   event->parent_pid = parent_pid;
-  bpf_probe_read_kernel_str(event->comm, sizeof(event->comm), &task->comm);
+  bpf_get_current_comm(event->comm, sizeof(event->comm));
   // kind is a constant after inlining, so only one submit call remains.
   if (kind == EVENT_KIND_PROCESS_EXEC)
     process_event_submit(event);
@@ -34,23 +34,25 @@ static __always_inline void emit(__u32 kind, struct task_struct *task, __u32 par
 SEC("raw_tp/sched_process_exec")
 int on_process_exec(struct bpf_raw_tracepoint_args *ctx)
 {
-  struct task_struct *task = (struct task_struct *)ctx->args[0];
-  if (process_selected(BPF_CORE_READ(task, tgid)))
-    emit(EVENT_KIND_PROCESS_EXEC, task, 0);
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  if (process_selected(pid_tgid >> 32))
+    emit(EVENT_KIND_PROCESS_EXEC, pid_tgid >> 32, (__u32)pid_tgid, 0);
   return 0;
 }
 
 SEC("raw_tp/sched_process_exit")
 int on_process_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-  struct task_struct *task = (struct task_struct *)ctx->args[0];
+  __u64 task = ctx->args[0];
   // Threads exit one by one; the process is gone when the last one does.
-  if (BPF_CORE_READ(task, signal, live.counter) != 0)
+  __u64 signal = kernel_read_u64(task, tracer_config.kernel.task_signal);
+  if (kernel_read_u32(signal, tracer_config.kernel.signal_live) != 0)
     return 0;
-  __u32 pid = BPF_CORE_READ(task, tgid);
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 pid = pid_tgid >> 32;
   if (!process_selected(pid))
     return 0;
-  emit(EVENT_KIND_PROCESS_EXIT, task, 0);
+  emit(EVENT_KIND_PROCESS_EXIT, pid, (__u32)pid_tgid, 0);
   if (tracer_config.filter_pids)
     bpf_map_delete_elem(&pid_filter, &pid);
   return 0;
@@ -59,13 +61,12 @@ int on_process_exit(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/sched_process_fork")
 int on_process_fork(struct bpf_raw_tracepoint_args *ctx)
 {
-  struct task_struct *parent = (struct task_struct *)ctx->args[0];
-  struct task_struct *child = (struct task_struct *)ctx->args[1];
-  __u32 child_pid = BPF_CORE_READ(child, tgid);
+  __u64 child = ctx->args[1];
+  __u32 child_pid = kernel_read_u32(child, tracer_config.kernel.task_tgid);
   // A new thread joins its process; only new processes matter here.
-  if (child_pid != (__u32)BPF_CORE_READ(child, pid))
+  if (child_pid == 0 || child_pid != kernel_read_u32(child, tracer_config.kernel.task_pid))
     return 0;
-  __u32 parent_pid = BPF_CORE_READ(parent, tgid);
+  __u32 parent_pid = bpf_get_current_pid_tgid() >> 32;
   if (tracer_config.filter_pids) {
     struct pid_filter_value *filter = bpf_map_lookup_elem(&pid_filter, &parent_pid);
     if (!filter)
@@ -78,6 +79,6 @@ int on_process_fork(struct bpf_raw_tracepoint_args *ctx)
       return 0;
     }
   }
-  emit(EVENT_KIND_PROCESS_FORK, child, parent_pid);
+  emit(EVENT_KIND_PROCESS_FORK, child_pid, child_pid, parent_pid);
   return 0;
 }

@@ -10,7 +10,6 @@
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 
 #include "kernel.bpf.h"
 #include "stack_deltas.bpf.h"
@@ -37,8 +36,7 @@ static __always_inline int read_u64(__u64 address, __u64 *out)
 // life; the TLS variable of 3.12+ is cleared while the thread waits for the GIL.
 static __always_inline __u64 thread_state(const struct python_proc_info *info)
 {
-  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  __u64 fsbase = kernel_read_u64(bpf_get_current_task(), tracer_config.kernel.task_fsbase);
   __u64 tstate = 0;
   if (fsbase == 0)
     return 0;

@@ -4,7 +4,6 @@
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 
 #include "kernel.bpf.h"
 #include "trace.bpf.h"
@@ -24,10 +23,10 @@ static __always_inline int in_user_mode(const struct pt_regs *regs)
 // both layouts and checking the saved code segment avoids depending on the kernel's configuration.
 static __always_inline int read_saved_user_regs(struct unwind_state *state)
 {
-  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+  __u64 task = bpf_get_current_task();
+  if (kernel_read_u32(task, tracer_config.kernel.task_flags) & PF_KTHREAD)
     return -1;
-  unsigned long top = (unsigned long)BPF_CORE_READ(task, stack) + KERNEL_STACK_SIZE;
+  unsigned long top = kernel_read_u64(task, tracer_config.kernel.task_stack) + KERNEL_STACK_SIZE;
   for (int padding = 0; padding <= FRED_STACK_PADDING; padding += FRED_STACK_PADDING) {
     struct pt_regs *regs = (struct pt_regs *)(top - padding - sizeof(struct pt_regs));
     unsigned long cs = 0;

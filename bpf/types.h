@@ -332,11 +332,25 @@ struct python_proc_info {
 };
 
 // Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
+// Byte offsets of the kernel fields the programs read, in the running kernel's layout. The host looks
+// them up in the kernel's BTF before loading (lib/record/kernel_fields.ts), reading only the few pages
+// they need; CO-RE would make libbpf load all of that BTF, which cost every recording about 20 ms.
+struct kernel_fields {
+  __u32 task_flags;  // task_struct.flags (unsigned int)
+  __u32 task_stack;  // task_struct.stack: bottom of the kernel stack (void *)
+  __u32 task_pid;    // task_struct.pid: the thread id (pid_t)
+  __u32 task_tgid;   // task_struct.tgid: the process id (pid_t)
+  __u32 task_signal; // task_struct.signal (struct signal_struct *)
+  __u32 task_fsbase; // task_struct.thread.fsbase: x86-64 user thread pointer (unsigned long)
+  __u32 signal_live; // signal_struct.live: threads not yet exiting (atomic_t)
+};
+
 struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
   __u8 sample_idle;    // also record samples of the idle task
   __u8 pad[2];
   __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
+  struct kernel_fields kernel;
 };
 
 // A batch of kernel addresses for the host to name (kernel_symbols.bpf.c): the host writes count and

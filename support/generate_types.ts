@@ -18,6 +18,7 @@ const SPEC = {
     "process_event",
     "pid_filter_value",
     "tracer_config",
+    "kernel_fields",
     "unwind_info",
     "stack_delta",
     "stack_delta_page_key",

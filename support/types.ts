@@ -49,13 +49,26 @@ export const pidFilterValueLayout = {
   flags: { offset: 0, size: 4 }, // __u32
 } as const;
 
-/** Layout of C `struct tracer_config` (8 bytes). */
+/** Layout of C `struct tracer_config` (36 bytes). */
 export const tracerConfigLayout = {
-  sizeof: 8,
+  sizeof: 36,
   filter_pids: { offset: 0, size: 1 }, // __u8
   sample_idle: { offset: 1, size: 1 }, // __u8
   pad: { offset: 2, size: 2, count: 2, elementSize: 1 }, // __u8[2]
   self_pid: { offset: 4, size: 4 }, // __u32
+  kernel: { offset: 8, size: 28 }, // struct kernel_fields
+} as const;
+
+/** Layout of C `struct kernel_fields` (28 bytes). */
+export const kernelFieldsLayout = {
+  sizeof: 28,
+  task_flags: { offset: 0, size: 4 }, // __u32
+  task_stack: { offset: 4, size: 4 }, // __u32
+  task_pid: { offset: 8, size: 4 }, // __u32
+  task_tgid: { offset: 12, size: 4 }, // __u32
+  task_signal: { offset: 16, size: 4 }, // __u32
+  task_fsbase: { offset: 20, size: 4 }, // __u32
+  signal_live: { offset: 24, size: 4 }, // __u32
 } as const;
 
 /** Layout of C `struct unwind_info` (12 bytes). */

@@ -23,6 +23,7 @@ import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
+import { writeKernelFields } from "./kernel_fields.ts";
 import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
@@ -131,6 +132,7 @@ export class Tracer {
         options.sampleSelf ? 0 : Deno.pid,
         true,
       );
+      writeKernelFields(rodata, config + tracerConfigLayout.kernel.offset);
       object.map("events").setMaxEntries(ringBytes);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);

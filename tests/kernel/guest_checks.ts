@@ -292,9 +292,12 @@ const processEvents: GuestCheck = {
   },
 };
 
-/** The process events read task_struct fields through CO-RE relocations: their values must be right. */
-const coreFields: GuestCheck = {
-  name: "core-fields",
+/**
+ * The fork event reads the child's task_struct at offsets the host found in this kernel's BTF, and the
+ * exit event decides through signal_struct that the process is gone: their values must be right.
+ */
+const kernelFields: GuestCheck = {
+  name: "kernel-fields",
   async run(context) {
     const session = await context.session();
     const find = (kind: number) => session.events.find((event) => event.kind === kind);
@@ -317,7 +320,7 @@ const coreFields: GuestCheck = {
       problems.push(`exit pid ${exit.pid} comm ${JSON.stringify(exit.comm)}`);
     }
     expect(problems.length === 0, problems.join("; "));
-    return `task_struct tgid, pid, comm and the parent's tgid read right (pid ${pid}, parent ${Deno.pid})`;
+    return `the child's tgid and pid, comm and the parent's tgid read right (pid ${pid}, parent ${Deno.pid})`;
   },
 };
 
@@ -464,7 +467,7 @@ function guestPython(): string | null {
 /**
  * `record -p` on a CPython process running main -> pa -> pb -> pc: the native unwinder hands the eval
  * loop to the Python unwinder, which must load, be tail-called and find the thread's frames on this
- * kernel (fsbase through CO-RE, the thread-specific data through user memory reads).
+ * kernel (fsbase at its offset in this kernel's BTF, the thread-specific data through user memory reads).
  */
 const recordPython: GuestCheck = {
   name: "record-python",
@@ -526,7 +529,7 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     ringBuffer,
     tailCalls,
     processEvents,
-    coreFields,
+    kernelFields,
     recordChain,
     recordSystem,
     recordPython,

@@ -1,0 +1,78 @@
+import assert from "node:assert/strict";
+import { kernelFields, writeKernelFields } from "./kernel_fields.ts";
+import { kernelFieldsLayout } from "../../support/types.ts";
+import { VMLINUX_BTF_PATH } from "../btf/kernel_btf.ts";
+import { compileBtf, compileTools, missingTools, runHostProgram } from "../btf/testdata/compile.ts";
+
+const noCompiler = missingTools(...compileTools(), "gcc");
+if (noCompiler) console.log(`Ignoring kernel field fixture tests: ${noCompiler}`);
+
+let noVmlinux: string | undefined;
+try {
+  Deno.statSync(VMLINUX_BTF_PATH);
+} catch {
+  noVmlinux = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
+  console.log(`Ignoring kernel field tests on the running kernel: ${noVmlinux}`);
+}
+
+async function withFixture<T>(source: string, body: (path: string) => T): Promise<T> {
+  const path = await Deno.makeTempFile({ suffix: ".btf" });
+  try {
+    await Deno.writeFile(path, await compileBtf([source]));
+    return body(path);
+  } finally {
+    await Deno.remove(path);
+  }
+}
+
+Deno.test({
+  name: "kernelFields() gives each setting the offset the C compiler gives the field",
+  ignore: noCompiler !== undefined,
+  fn: async () => {
+    const offsets = new Map<string, number>();
+    for (const line of (await runHostProgram("kernel_fixture_host.c")).trim().split("\n")) {
+      const [struct, path, offset] = line.split(" ");
+      offsets.set(`${struct}.${path}`, Number(offset));
+    }
+    const fields = await withFixture("kernel_fixture.bpf.c", (path) => kernelFields(path));
+    assert.deepEqual(fields, {
+      task_flags: offsets.get("task_struct.flags"),
+      task_stack: offsets.get("task_struct.stack"),
+      task_pid: offsets.get("task_struct.pid"),
+      task_tgid: offsets.get("task_struct.tgid"),
+      task_signal: offsets.get("task_struct.signal"),
+      task_fsbase: offsets.get("task_struct.thread.fsbase"),
+      signal_live: offsets.get("signal_struct.live"),
+    });
+  },
+});
+
+Deno.test({
+  name: "kernelFields() refuses a kernel whose field has another size than the programs read",
+  ignore: noCompiler !== undefined,
+  fn: async () => {
+    await withFixture("kernel_fixture_wide_pid.bpf.c", (path) => {
+      assert.throws(
+        () => kernelFields(path),
+        /The kernel's struct task_struct has a 8-byte pid; omniprof's programs read 4 bytes/,
+      );
+    });
+  },
+});
+
+Deno.test({
+  name: "writeKernelFields() writes the running kernel's offsets where struct kernel_fields has them",
+  ignore: noVmlinux !== undefined,
+  fn: () => {
+    const at = 8;
+    const bytes = new Uint8Array(at + kernelFieldsLayout.sizeof + 8);
+    writeKernelFields(bytes, at);
+    const view = new DataView(bytes.buffer);
+    for (const [name, offset] of Object.entries(kernelFields())) {
+      const field = kernelFieldsLayout[name as Exclude<keyof typeof kernelFieldsLayout, "sizeof">];
+      assert.equal(view.getUint32(at + field.offset, true), offset, name);
+    }
+    assert.deepEqual([...bytes.subarray(0, at)], new Array(at).fill(0));
+    assert.deepEqual([...bytes.subarray(at + kernelFieldsLayout.sizeof)], new Array(8).fill(0));
+  },
+});

@@ -216,3 +216,35 @@ Deno.test(tracingTest("record stops on SIGINT and still writes the profile", asy
     Deno.removeSync(dir, { recursive: true });
   }
 }));
+
+Deno.test(tracingTest("record of a C++ command loads none of Deno's Node compatibility layer", async () => {
+  // Loading that layer (a `node:` import, or a touch of globalThis.setTimeout, which Deno implements with
+  // node:timers) costs every run 10-20 ms of CPU. V8's function log names every script the run compiled.
+  const cpp = await buildWorkload("cpp_workload", ["-O2"]);
+  const dir = tempDir();
+  try {
+    const log = `${dir}/v8.log`;
+    const args = omniprofArgs(["record", "-o", `${dir}/out.folded`, "--", cpp, "1"]);
+    args[2] += `,--log-function-events,--logfile=${log},--no-logfile-per-isolate`;
+    assert.match(args[2]!, /^--v8-flags=/);
+    const output = await new Deno.Command(Deno.execPath(), { args, env: DENO_RUN_ENV, stderr: "piped" })
+      .output();
+    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+    assert.ok(
+      stacks.some((stack) => stack.frames.some((frame) => frame.includes("::"))),
+      "demangled C++ frames",
+    );
+    const scripts = Deno.readTextFileSync(log).split("\n").filter((line) =>
+      line.startsWith("script-details,")
+    );
+    assert.ok(
+      scripts.some((line) => line.includes("lib/record/recorder.ts")),
+      "the log names the scripts run",
+    );
+    const node = scripts.filter((line) => /,node:|ext:deno_node\/(?!02_register_cloneable)/.test(line));
+    assert.deepEqual(node, []);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));

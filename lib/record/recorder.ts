@@ -27,6 +27,7 @@ import { NativeUnwinding } from "../unwind/native_unwinding.ts";
 import { BpfEbpfHandler } from "../interpreter/bpf_ebpf_handler.ts";
 import { InterpreterManager } from "../interpreter/interpreter_manager.ts";
 import { UnwindProgram } from "../../support/types.ts";
+import { delay } from "../sys/timer.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -131,7 +132,7 @@ export class Recorder {
       if (!this.#draining) return;
       const gap = performance.now() - last;
       if (woken && gap < MIN_WAKEUP_GAP_MS) {
-        await new Promise((resolve) => setTimeout(resolve, MIN_WAKEUP_GAP_MS - gap));
+        await delay(MIN_WAKEUP_GAP_MS - gap);
         if (!this.#draining) return;
       }
       this.drain();

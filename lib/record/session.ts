@@ -16,6 +16,7 @@ import type { Profile } from "../profile/profile.ts";
 import type { ProcessManager } from "../process/process_manager.ts";
 import type { Pid } from "../types.ts";
 import { Recorder, type RecorderProgress } from "./recorder.ts";
+import { after, delay, every } from "../sys/timer.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
 
@@ -75,9 +76,9 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
   if (options.signal?.aborted) stop("abort");
   const durationTimer = options.durationSeconds === null
     ? undefined
-    : setTimeout(() => stop("duration"), options.durationSeconds * 1000);
+    : after(options.durationSeconds * 1000, () => stop("duration"));
   const progressTimer = options.onProgress
-    ? setInterval(() => options.onProgress!(recorder.progress()), 1000)
+    ? every(1000, () => options.onProgress!(recorder.progress()))
     : undefined;
 
   let child: Deno.ChildProcess | null = null;
@@ -94,7 +95,7 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
     recorder.stop();
     if (child && commandExitCode === null) {
       // Interrupted: the command got the terminal's SIGINT too; give it a moment to finish.
-      await Promise.race([child.status, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      await Promise.race([child.status, delay(2000)]);
     }
     return {
       profile: recorder.takeProfile(),
@@ -108,8 +109,8 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
       unwindStats: recorder.unwinding.stats,
     };
   } finally {
-    if (progressTimer !== undefined) clearInterval(progressTimer);
-    if (durationTimer !== undefined) clearTimeout(durationTimer);
+    progressTimer?.[Symbol.dispose]();
+    durationTimer?.[Symbol.dispose]();
     Deno.removeSignalListener("SIGINT", onSignal);
     Deno.removeSignalListener("SIGTERM", onSignal);
     options.signal?.removeEventListener("abort", onAbort);

@@ -21,6 +21,7 @@
  * @module
  */
 import { monotonicNs } from "./monotonic_clock.ts";
+import { programInfoById } from "../kernel/bpf_info.ts";
 
 /** BPF_PROG_TYPE_PERF_EVENT: programs attached to perf events, i.e. the sampling programs. */
 export const PROG_TYPE_PERF_EVENT = 7;
@@ -146,12 +147,13 @@ export class ProgramWatcher {
   }
 
   /**
-   * Asks bpftool for the names of programs not named yet. Spawning bpftool takes milliseconds, so call
-   * it once the first sample is seen rather than while timing it; programs must still be loaded.
+   * Asks the kernel for the names of programs not named yet (programs must still be loaded). In process:
+   * starting a tool such as bpftool while a profiler runs would hand the profiler new processes to handle,
+   * more of them for a tool with more programs.
    */
-  async nameNewPrograms(): Promise<void> {
+  nameNewPrograms(): void {
     for (const id of this.#latest.keys()) {
-      if (!this.#names.has(id)) this.#names.set(id, await bpftoolProgramName(id));
+      if (!this.#names.has(id)) this.#names.set(id, programInfoById(id)?.name ?? "");
     }
   }
 
@@ -167,37 +169,6 @@ export class ProgramWatcher {
       name: this.#names.get(program.id) ?? "",
     }));
   }
-}
-
-/** The name of loaded program `id` from `bpftool prog show id ID -j`; "" when bpftool cannot tell. */
-export async function bpftoolProgramName(id: number): Promise<string> {
-  try {
-    const output = await new Deno.Command("bpftool", {
-      args: ["prog", "show", "id", String(id), "-j"],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    return output.success ? parseBpftoolName(new TextDecoder().decode(output.stdout), id) : "";
-  } catch {
-    return ""; // bpftool missing: names only label programs and find omniprof's entry program
-  }
-}
-
-/** The name in `bpftool prog show id ID -j` output, when its id matches. */
-export function parseBpftoolName(json: string, id: number): string {
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    return "";
-  }
-  const entries = Array.isArray(value) ? value : [value];
-  for (const entry of entries) {
-    if (typeof entry !== "object" || entry === null) continue;
-    const record = entry as Record<string, unknown>;
-    if (record.id === id && typeof record.name === "string") return record.name;
-  }
-  return "";
 }
 
 /**

@@ -1,13 +1,17 @@
 import assert from "node:assert/strict";
 import {
   type NamedProgram,
-  parseBpftoolName,
   parseProgramFdinfo,
   perSampleNs,
   processTree,
   PROG_TYPE_PERF_EVENT,
   programsOf,
+  ProgramWatcher,
 } from "./bpf_programs.ts";
+import { programInfoById } from "../kernel/bpf_info.ts";
+import { BpfObject } from "../../lib/bpf/object.ts";
+import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { tracingTest } from "../helpers.ts";
 
 // The fdinfo of a BPF program descriptor held by bpftrace while it sampled.
 const PROGRAM_FDINFO = `pos:\t0
@@ -105,10 +109,17 @@ Deno.test("perSampleNs() divides the chain's run time by the entry program's run
   assert.equal(perSampleNs([programs[3]!]), null);
 });
 
-Deno.test("parseBpftoolName() takes the name of the program with the id asked for", () => {
-  const json = '{"id":766,"type":"perf_event","name":"sample_cpu","tag":"0123456789abcdef","run_cnt":3}';
-  assert.equal(parseBpftoolName(json, 766), "sample_cpu");
-  assert.equal(parseBpftoolName(`[${json}]`, 766), "sample_cpu");
-  assert.equal(parseBpftoolName(json, 767), "");
-  assert.equal(parseBpftoolName("Error: get by id (767): No such file or directory", 767), "");
-});
+Deno.test(tracingTest("ProgramWatcher names the programs a process holds, asking the kernel", () => {
+  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  object.load();
+  const watcher = new ProgramWatcher(Deno.pid);
+  watcher.poll();
+  watcher.nameNewPrograms();
+  const programs = watcher.programs();
+  const entry = programs.find((program) => program.name === "sample_cpu");
+  assert.ok(entry, `programs: ${programs.map((program) => program.name).join(", ")}`);
+  assert.equal(entry.type, PROG_TYPE_PERF_EVENT);
+  assert.ok(programs.some((program) => program.name === "unwind_native"));
+  // A program id no longer loaded has no name.
+  assert.equal(programInfoById(0x7fffffff), null);
+}));

@@ -163,9 +163,9 @@ async function timedRun(argv: string[], options: TimedRunOptions): Promise<Timed
   while (!exited) {
     const sampling = watcher?.poll() ?? false;
     const now = monotonicNs();
-    // Naming spawns bpftool: not while the first run is being timed, and again later for late loads.
+    // Naming costs a few system calls: not while the first run is being timed, and again later for late loads.
     if (watcher !== null && sampling && (!named || now - lastNaming > 1e9)) {
-      await watcher.nameNewPrograms();
+      watcher.nameNewPrograms();
       named = true;
       lastNaming = now;
     }

@@ -13,6 +13,7 @@
  * @module
  */
 import { libbpf, LibbpfError } from "../../lib/bpf/libbpf.ts";
+import { libc } from "../../lib/sys/libc.ts";
 
 /** The leading fields of `struct bpf_map_info`. */
 export interface MapInfo {
@@ -35,6 +36,8 @@ export interface ProgramInfo {
    * before 5.16, which do not report it.
    */
   verifiedInstructions: number | null;
+  /** The name it was loaded with, cut to 15 bytes by the kernel. */
+  name: string;
 }
 
 /** BPF_MAP_TYPE_* names by number (enum bpf_map_type). */
@@ -135,6 +138,9 @@ function objectInfo(fd: number, what: string): { view: DataView; length: number 
 
 /** Where struct bpf_prog_info holds verified_insns (include/uapi/linux/bpf.h, Linux 5.16+). */
 const PROG_INFO_VERIFIED_INSNS = 216;
+/** Where struct bpf_prog_info holds name[16] (Linux 4.15+). */
+const PROG_INFO_NAME = 64;
+const PROG_NAME_BYTES = 16;
 
 /** Reads a map's type, sizes and flags from the kernel. */
 export function mapInfo(fd: number): MapInfo {
@@ -158,5 +164,33 @@ export function programInfo(fd: number): ProgramInfo {
     verifiedInstructions: length >= PROG_INFO_VERIFIED_INSNS + 4
       ? view.getUint32(PROG_INFO_VERIFIED_INSNS, true)
       : null,
+    name: cStringAt(new Uint8Array(view.buffer, PROG_INFO_NAME, PROG_NAME_BYTES)),
   };
+}
+
+function cStringAt(bytes: Uint8Array): string {
+  const end = bytes.indexOf(0);
+  return new TextDecoder().decode(bytes.subarray(0, end < 0 ? bytes.length : end));
+}
+
+// Only the benchmark asks for programs by id: bound here, so the profiler's libbpf binding stays smaller.
+let getFdById: Deno.DynamicLibrary<{ bpf_prog_get_fd_by_id: { parameters: ["u32"]; result: "i32" } }> | null =
+  null;
+
+/**
+ * The information of loaded program `id` (any process's), or null when no program has that id any more.
+ * Asks the kernel directly (BPF_PROG_GET_FD_BY_ID), so no process is started.
+ */
+export function programInfoById(id: number): ProgramInfo | null {
+  libbpf();
+  getFdById ??= Deno.dlopen(Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1", {
+    bpf_prog_get_fd_by_id: { parameters: ["u32"], result: "i32" },
+  });
+  const fd = getFdById.symbols.bpf_prog_get_fd_by_id(id);
+  if (fd < 0) return null;
+  try {
+    return programInfo(fd);
+  } finally {
+    libc().fn.close(fd);
+  }
 }

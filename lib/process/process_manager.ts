@@ -112,20 +112,24 @@ export class ProcessManager {
     this.#sync(pid);
   }
 
-  /** A process forked: the child starts with the parent's mappings. */
+  /**
+   * A process forked: the child starts with the parent's mappings. They reach the listener only when the
+   * child's code is first sampled (onUnknown): most children exec at once or exit, and installing a copy
+   * of the parent's mappings that the exec or exit then removes cost two rounds of writes to BPF maps.
+   * A parent not read yet is read now, once, rather than each of its children (a shell loop forks many).
+   */
   onFork(parent: Pid, child: Pid): void {
-    const state = this.#processes.get(parent);
-    if (state && !state.gone) {
-      this.#processes.set(child, {
-        mappings: state.mappings,
-        syncedAt: state.syncedAt,
-        gone: false,
-        inherited: true,
-      });
-      this.#listener?.onMappings(child, state.mappings);
-    } else {
+    const state = this.#processes.get(parent) ?? this.#sync(parent);
+    if (state.gone) {
       this.#sync(child);
+      return;
     }
+    this.#processes.set(child, {
+      mappings: state.mappings,
+      syncedAt: state.syncedAt,
+      gone: false,
+      inherited: true,
+    });
   }
 
   /** The process exited: nothing of it is needed any more (its traces are already resolved). */

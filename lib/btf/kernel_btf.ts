@@ -3,7 +3,7 @@
  * that a question needs. The BPF programs read a handful of fields of kernel structures (a task's pid, its
  * kernel stack, its thread pointer); this is where the host finds their offsets before loading them.
  *
- * Why not the full parse ({@linkcode parseBtf}) or libbpf's CO-RE: the kernel's BTF is 5 MiB or more, and
+ * Why not the full parse (btf.ts) or libbpf's CO-RE: the kernel's BTF is 5 MiB or more, and
  * sysfs hands it out 4 KiB per read. Loading it whole cost every recording about 20 ms of CPU and thousands
  * of page faults, while the structs the programs read (`task_struct`, `signal_struct`, `thread_struct`)
  * sit among its first few hundred types, and their names early in its string section: pahole writes types
@@ -25,7 +25,7 @@ import {
   POINTER_SIZE,
   readBtfHeader,
   typeRecordBodySize,
-} from "./btf.ts";
+} from "./format.ts";
 
 /** Where the kernel publishes its own BTF (CONFIG_DEBUG_INFO_BTF). */
 export const VMLINUX_BTF_PATH = "/sys/kernel/btf/vmlinux";

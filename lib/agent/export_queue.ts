@@ -1,8 +1,9 @@
 /**
  * The agent's outbox: profiles waiting to be exported, sent one at a time, oldest first, retried with
- * backoff while the endpoint is down. Memory stays bounded: at most `limit` profiles are held, and when a
- * new one arrives at a full queue the oldest is dropped (and counted), so what is lost in a long outage is
- * the oldest data, never the most recent `limit` intervals.
+ * backoff while the endpoint is down. Memory stays bounded: at most `limit` profiles are held (one more
+ * while the attempt of a dropped one ends), and when a new one arrives at a full queue the oldest is dropped
+ * (and counted), so what is lost in a long outage is the oldest data, never the most recent `limit`
+ * intervals.
  *
  * A send that fails for good (the endpoint rejects the data: HTTP 4xx, gRPC INVALID_ARGUMENT, ...) is not
  * retried: the same bytes would be rejected again. Time comes from a {@linkcode Clock}, so tests can run
@@ -150,10 +151,10 @@ export class ExportQueue<T extends QueueItem> {
     while (this.#items.length > this.limit) {
       const oldest = this.#items.shift()!;
       if (oldest === this.#inFlight) {
-        // In flight (perhaps to an endpoint that hangs): give up on it, but it only counts as dropped if
-        // the attempt then fails: it may already have reached the endpoint.
+        // In flight: the attempt runs to its end (the exporter's own timeout bounds it), and the item counts
+        // as dropped only if it fails. Aborting it here could not tell whether the endpoint had already
+        // taken the request: a profile would be reported dropped that was in fact delivered.
         this.#inFlightDropped = true;
-        this.#sending?.abort();
         continue;
       }
       this.stats.dropped++;

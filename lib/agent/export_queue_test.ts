@@ -198,31 +198,35 @@ Deno.test("ExportQueue.drain() retries at once and reports what is left when the
   assert.equal(await queue.drain(1000), 0, "an empty queue drains at once");
 });
 
-Deno.test("ExportQueue gives up an attempt in flight when its item is dropped", async () => {
+Deno.test("ExportQueue lets an attempt in flight end when its item is dropped, and counts what it did", async () => {
   const clock = new FakeClock();
-  const aborted: number[] = [];
   const sent: number[] = [];
+  const outcomes = new Map<number, (result: SendResult) => void>();
   const queue = new ExportQueue<Item>({
     limit: 1,
     backoff: new Backoff({ initialMs: 500, maxMs: 4000 }),
     clock,
-    send: (next, signal) =>
-      next.n === 1
-        ? new Promise((resolve) =>
-          signal.addEventListener("abort", () => {
-            aborted.push(next.n);
-            resolve({ ok: false, retryable: true, reason: "aborted" });
-          })
-        )
-        : (sent.push(next.n), Promise.resolve({ ok: true })),
+    send: (next, signal) => {
+      assert.equal(signal.aborted, false);
+      if (next.n <= 2) return new Promise((resolve) => outcomes.set(next.n, resolve));
+      sent.push(next.n);
+      return Promise.resolve({ ok: true });
+    },
   });
-  queue.push(item(1)); // hangs
+  queue.push(item(1)); // in flight
   await clock.advance(100);
-  queue.push(item(2)); // drops 1, whose attempt is abandoned
+  queue.push(item(2)); // drops 1 from the queue; its attempt goes on
   await clock.advance(0);
-  assert.deepEqual(aborted, [1]);
-  assert.deepEqual(sent, [2]);
-  assert.deepEqual(queue.stats, { queued: 2, sent: 1, dropped: 1, rejected: 0, retries: 0 });
+  assert.equal(queue.length, 1);
+  outcomes.get(1)!({ ok: true }); // it reached the endpoint after all: sent, not dropped
+  await clock.advance(0);
+  assert.deepEqual(queue.stats, { queued: 2, sent: 1, dropped: 0, rejected: 0, retries: 0 });
+  queue.push(item(3)); // drops 2, in flight now
+  await clock.advance(0);
+  outcomes.get(2)!({ ok: false, retryable: true, reason: "refused" }); // failed: dropped, not retried
+  await clock.advance(0);
+  assert.deepEqual(sent, [3]);
+  assert.deepEqual(queue.stats, { queued: 3, sent: 2, dropped: 1, rejected: 0, retries: 0 });
   queue.close();
   queue.close();
   assert.throws(() => queue.push(item(3)), /the queue is closed/);

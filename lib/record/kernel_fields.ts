@@ -39,7 +39,8 @@ export function kernelFields(btfPath?: string): Record<FieldName, number> {
     const field: KernelField = btf.field(struct, path);
     if (field.size !== size) {
       throw new Error(
-        `The kernel's struct ${struct} has a ${field.size}-byte ${path}; omniprof's programs read ${size} bytes`,
+        `Cannot read struct ${struct}'s ${path}: it has ${field.size} bytes in this kernel, and omniprof's ` +
+          `programs read ${size}`,
       );
     }
     offsets[name] = field.offset;

@@ -41,9 +41,13 @@ import type { Brand } from "../types.ts";
 import {
   BTF_TYPE_HEADER_SIZE,
   BtfKind,
+  type BtfTypeReader,
+  KIND_NAMES,
+  MAX_CHAIN,
   parseError,
-  POINTER_SIZE,
   readBtfHeader,
+  resolveType,
+  sizeOfType,
   typeRecordBodySize,
 } from "./format.ts";
 
@@ -51,6 +55,7 @@ export {
   BTF_TYPE_HEADER_SIZE,
   type BtfHeader,
   BtfKind,
+  kindName,
   POINTER_SIZE,
   readBtfHeader,
   typeRecordBodySize,
@@ -61,34 +66,6 @@ export type BtfTypeId = Brand<number, "BtfTypeId">;
 
 /** The id BTF uses for `void`. */
 export const VOID_TYPE_ID = 0 as BtfTypeId;
-
-const KIND_NAMES = [
-  "VOID",
-  "INT",
-  "PTR",
-  "ARRAY",
-  "STRUCT",
-  "UNION",
-  "ENUM",
-  "FWD",
-  "TYPEDEF",
-  "VOLATILE",
-  "CONST",
-  "RESTRICT",
-  "FUNC",
-  "FUNC_PROTO",
-  "VAR",
-  "DATASEC",
-  "FLOAT",
-  "DECL_TAG",
-  "TYPE_TAG",
-  "ENUM64",
-] as const;
-
-/** The name the BTF format gives a kind, e.g. `"STRUCT"`. */
-export function kindName(kind: BtfKind): string {
-  return KIND_NAMES[kind] ?? `KIND_${kind}`;
-}
 
 /** A member of a struct or union. */
 export interface BtfMember {
@@ -243,8 +220,6 @@ export type BtfType =
   | BtfDeclTag;
 
 const TYPE_HEADER_SIZE = BTF_TYPE_HEADER_SIZE;
-/** Longest typedef/qualifier/array chain followed before assuming a cycle in hostile input. */
-const MAX_CHAIN = 64;
 
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
@@ -264,6 +239,10 @@ export class Btf {
   readonly #kinds: Uint8Array;
   readonly #strStart: number;
   readonly #strEnd: number;
+  readonly #types: BtfTypeReader = {
+    kindOf: (id) => this.kind(id as BtfTypeId),
+    wordOf: (id, byteOffset) => this.#u32(this.#offsets[id]! + byteOffset),
+  };
 
   /** Parses and validates `bytes`; prefer {@linkcode parseBtf}. */
   constructor(bytes: Uint8Array) {
@@ -539,52 +518,12 @@ export class Btf {
 
   /** Follows typedefs, qualifiers and type tags to the type they stand for. */
   resolve(id: BtfTypeId): BtfTypeId {
-    let current = id;
-    for (let hops = 0; hops < MAX_CHAIN; hops++) {
-      switch (this.kind(current)) {
-        case BtfKind.Typedef:
-        case BtfKind.Volatile:
-        case BtfKind.Const:
-        case BtfKind.Restrict:
-        case BtfKind.TypeTag:
-          current = this.#u32(this.#offsets[current]! + 8) as BtfTypeId;
-          break;
-        default:
-          return current;
-      }
-    }
-    throw new RangeError(`Cannot resolve BTF type ${id}: chain longer than ${MAX_CHAIN} types (a cycle?)`);
+    return resolveType(this.#types, id) as BtfTypeId;
   }
 
   /** Size in bytes of a value of type `id` (`sizeof`); throws for void, functions and forward declarations. */
   sizeOf(id: BtfTypeId): number {
-    let count = 1;
-    let current = this.resolve(id);
-    for (let hops = 0; hops < MAX_CHAIN; hops++) {
-      const kind = this.#kinds[current] as BtfKind;
-      switch (kind) {
-        case BtfKind.Int:
-        case BtfKind.Struct:
-        case BtfKind.Union:
-        case BtfKind.Enum:
-        case BtfKind.Enum64:
-        case BtfKind.Float:
-        case BtfKind.Datasec:
-          return count * this.#u32(this.#offsets[current]! + 8);
-        case BtfKind.Ptr:
-          return count * POINTER_SIZE;
-        case BtfKind.Array: {
-          const body = this.#offsets[current]! + TYPE_HEADER_SIZE;
-          count *= this.#u32(body + 8);
-          if (count > 0xffffffff) throw new RangeError(`Cannot size BTF type ${id}: array larger than 4 GiB`);
-          current = this.resolve(this.#u32(body) as BtfTypeId);
-          break;
-        }
-        default:
-          throw new RangeError(`Cannot size BTF type ${id}: a ${KIND_NAMES[kind]} has no size`);
-      }
-    }
-    throw new RangeError(`Cannot size BTF type ${id}: arrays nested deeper than ${MAX_CHAIN}`);
+    return sizeOfType(this.#types, id);
   }
 
   /** A C spelling of type `id` for messages and comments, e.g. `"struct foo *"`, `"u32[4]"`. */

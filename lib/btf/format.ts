@@ -47,6 +47,35 @@ export const BtfKind = {
 /** The kind of a BTF type. */
 export type BtfKind = (typeof BtfKind)[keyof typeof BtfKind];
 
+/** The format's names of the kinds, by number. */
+export const KIND_NAMES = [
+  "VOID",
+  "INT",
+  "PTR",
+  "ARRAY",
+  "STRUCT",
+  "UNION",
+  "ENUM",
+  "FWD",
+  "TYPEDEF",
+  "VOLATILE",
+  "CONST",
+  "RESTRICT",
+  "FUNC",
+  "FUNC_PROTO",
+  "VAR",
+  "DATASEC",
+  "FLOAT",
+  "DECL_TAG",
+  "TYPE_TAG",
+  "ENUM64",
+] as const;
+
+/** The name the BTF format gives a kind, e.g. `"STRUCT"`. */
+export function kindName(kind: BtfKind): string {
+  return KIND_NAMES[kind] ?? `KIND_${kind}`;
+}
+
 const HEADER_SIZE = 24;
 /** Size in bytes of a BTF type record's header, before its kind-specific body. */
 export const BTF_TYPE_HEADER_SIZE = 12;
@@ -133,4 +162,63 @@ export function typeRecordBodySize(kind: number, vlen: number): number {
     default:
       return -1;
   }
+}
+
+/** Longest typedef/qualifier/array chain followed before assuming a cycle in hostile input. */
+export const MAX_CHAIN = 64;
+
+/** What {@linkcode resolveType} and {@linkcode sizeOfType} read of a BTF reader's types. */
+export interface BtfTypeReader {
+  /** The kind of type `id`; throws when there is no such type. */
+  kindOf(id: number): number;
+  /** The 32-bit word `byteOffset` bytes into type `id`'s record. */
+  wordOf(id: number, byteOffset: number): number;
+}
+
+/** Follows typedefs, qualifiers and type tags from `id` to the type they stand for. */
+export function resolveType(types: BtfTypeReader, id: number): number {
+  let current = id;
+  for (let hops = 0; hops < MAX_CHAIN; hops++) {
+    switch (types.kindOf(current)) {
+      case BtfKind.Typedef:
+      case BtfKind.Volatile:
+      case BtfKind.Const:
+      case BtfKind.Restrict:
+      case BtfKind.TypeTag:
+        current = types.wordOf(current, 8);
+        break;
+      default:
+        return current;
+    }
+  }
+  throw new RangeError(`Cannot resolve BTF type ${id}: chain longer than ${MAX_CHAIN} types (a cycle?)`);
+}
+
+/** Size in bytes of a value of type `id` (`sizeof`); throws for void, functions and forward declarations. */
+export function sizeOfType(types: BtfTypeReader, id: number): number {
+  let count = 1;
+  let current = resolveType(types, id);
+  for (let hops = 0; hops < MAX_CHAIN; hops++) {
+    const kind = types.kindOf(current);
+    switch (kind) {
+      case BtfKind.Int:
+      case BtfKind.Struct:
+      case BtfKind.Union:
+      case BtfKind.Enum:
+      case BtfKind.Enum64:
+      case BtfKind.Float:
+      case BtfKind.Datasec:
+        return count * types.wordOf(current, 8);
+      case BtfKind.Ptr:
+        return count * POINTER_SIZE;
+      case BtfKind.Array:
+        count *= types.wordOf(current, BTF_TYPE_HEADER_SIZE + 8);
+        if (count > 0xffffffff) throw new RangeError(`Cannot size BTF type ${id}: array larger than 4 GiB`);
+        current = resolveType(types, types.wordOf(current, BTF_TYPE_HEADER_SIZE));
+        break;
+      default:
+        throw new RangeError(`Cannot size BTF type ${id}: a ${kindName(kind as BtfKind)} has no size`);
+    }
+  }
+  throw new RangeError(`Cannot size BTF type ${id}: arrays nested deeper than ${MAX_CHAIN}`);
 }

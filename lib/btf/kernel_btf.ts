@@ -22,8 +22,11 @@ import {
   BTF_TYPE_HEADER_SIZE,
   type BtfHeader,
   BtfKind,
-  POINTER_SIZE,
+  type BtfTypeReader,
+  MAX_CHAIN,
   readBtfHeader,
+  resolveType,
+  sizeOfType,
   typeRecordBodySize,
 } from "./format.ts";
 
@@ -38,8 +41,6 @@ export interface KernelField {
 
 const PAGE_SIZE = 4096;
 const PAGE_SHIFT = 12;
-/** Longest typedef/qualifier/array chain, or nesting of anonymous members, followed before giving up. */
-const MAX_CHAIN = 64;
 
 const textEncoder = new TextEncoder();
 
@@ -54,6 +55,13 @@ export class KernelBtf implements Disposable {
   readonly #records: number[] = [0];
   #walkedTo: number;
   readonly #structs = new Map<string, number>();
+  readonly #types: BtfTypeReader = {
+    kindOf: (id) => {
+      if (!this.#walkTo(id)) throw new RangeError(`type ${id} does not exist`);
+      return this.#kind(id);
+    },
+    wordOf: (id, byteOffset) => this.#u32(this.#records[id]! + byteOffset),
+  };
 
   private constructor(path: string, file: Deno.FsFile, length: number) {
     this.#path = path;
@@ -102,12 +110,12 @@ export class KernelBtf implements Disposable {
       let type = this.#struct(structName);
       let offset = 0;
       for (const name of path.split(".")) {
-        const member = this.#member(this.#resolve(type), name, 0);
+        const member = this.#member(resolveType(this.#types, type), name, 0);
         if (!member) throw new Error(`it has no member ${name}`);
         offset += member.byteOffset;
         type = member.type;
       }
-      return { offset, size: this.#sizeOf(type) };
+      return { offset, size: sizeOfType(this.#types, type) };
     } catch (error) {
       throw new Error(
         `Cannot find struct ${structName}'s ${path} in the kernel's BTF at ${this.#path}: ${
@@ -172,57 +180,10 @@ export class KernelBtf implements Disposable {
       return { byteOffset: bitOffset / 8, type };
     }
     for (let i = 0; i < anonymous.length; i += 2) {
-      const inner = this.#member(this.#resolve(anonymous[i]!), name, depth + 1);
+      const inner = this.#member(resolveType(this.#types, anonymous[i]!), name, depth + 1);
       if (inner) return { byteOffset: anonymous[i + 1]! / 8 + inner.byteOffset, type: inner.type };
     }
     return null;
-  }
-
-  /** Follows typedefs, qualifiers and type tags to the type they stand for. */
-  #resolve(id: number): number {
-    let current = id;
-    for (let hops = 0; hops < MAX_CHAIN; hops++) {
-      if (!this.#walkTo(current)) throw new Error(`type ${current} does not exist`);
-      switch (this.#kind(current)) {
-        case BtfKind.Typedef:
-        case BtfKind.Volatile:
-        case BtfKind.Const:
-        case BtfKind.Restrict:
-        case BtfKind.TypeTag:
-          current = this.#u32(this.#records[current]! + 8);
-          break;
-        default:
-          return current;
-      }
-    }
-    throw new Error(`type ${id} is a chain longer than ${MAX_CHAIN} types`);
-  }
-
-  #sizeOf(id: number): number {
-    let count = 1;
-    let current = this.#resolve(id);
-    for (let hops = 0; hops < MAX_CHAIN; hops++) {
-      switch (this.#kind(current)) {
-        case BtfKind.Int:
-        case BtfKind.Struct:
-        case BtfKind.Union:
-        case BtfKind.Enum:
-        case BtfKind.Enum64:
-        case BtfKind.Float:
-          return count * this.#u32(this.#records[current]! + 8);
-        case BtfKind.Ptr:
-          return count * POINTER_SIZE;
-        case BtfKind.Array: {
-          const body = this.#records[current]! + BTF_TYPE_HEADER_SIZE;
-          count *= this.#u32(body + 8);
-          current = this.#resolve(this.#u32(body));
-          break;
-        }
-        default:
-          throw new Error(`type ${current} has no size`);
-      }
-    }
-    throw new Error(`type ${id} nests arrays deeper than ${MAX_CHAIN}`);
   }
 
   /** Walks type records until `id` has one; false when the type section ends first. */

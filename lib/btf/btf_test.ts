@@ -1,28 +1,19 @@
 import assert from "node:assert/strict";
 import { type Btf, BtfKind, type BtfType, type BtfTypeId, kindName, parseBtf } from "./btf.ts";
 import { allEnumerators } from "./layout.ts";
+import { VMLINUX_BTF_PATH } from "./kernel_btf.ts";
 import {
   clangMajorVersion,
   compileBtf,
   compileTools,
+  kernelBtfMissing,
   missingTools,
   run,
   TESTDATA_DIR,
+  withTempFile,
 } from "./testdata/compile.ts";
 
-const VMLINUX = "/sys/kernel/btf/vmlinux";
-
-function vmlinuxMissing(): string | undefined {
-  try {
-    Deno.statSync(VMLINUX);
-    return undefined;
-  } catch {
-    console.log(`Ignoring kernel BTF tests: ${VMLINUX} does not exist (kernel built without BTF)`);
-    return "no kernel BTF";
-  }
-}
-
-const noVmlinux = vmlinuxMissing();
+const noVmlinux = kernelBtfMissing("kernel BTF tests");
 const noCompiler = missingTools(...compileTools());
 const noBpftool = missingTools("bpftool");
 
@@ -105,7 +96,7 @@ Deno.test({
   name: "parseBtf() parses the kernel's BTF fast",
   ignore: noVmlinux !== undefined,
   fn: async () => {
-    const bytes = await Deno.readFile(VMLINUX);
+    const bytes = await Deno.readFile(VMLINUX_BTF_PATH);
     const times: number[] = [];
     let btf: Btf | undefined;
     for (let i = 0; i < 5; i++) {
@@ -132,7 +123,7 @@ Deno.test({
   name: "type() decodes every kernel type as bpftool does",
   ignore: noVmlinux !== undefined || noBpftool !== undefined,
   fn: async () => {
-    await assertMatchesBpftool(parseBtf(await Deno.readFile(VMLINUX)), VMLINUX);
+    await assertMatchesBpftool(parseBtf(await Deno.readFile(VMLINUX_BTF_PATH)), VMLINUX_BTF_PATH);
   },
 });
 
@@ -142,13 +133,7 @@ Deno.test({
   fn: async () => {
     for (const source of ["layout_fixture.bpf.c", "emission_probe.bpf.c"]) {
       const bytes = await compileBtf([source]);
-      const file = await Deno.makeTempFile({ suffix: ".btf" });
-      try {
-        await Deno.writeFile(file, bytes);
-        await assertMatchesBpftool(parseBtf(bytes), file);
-      } finally {
-        await Deno.remove(file);
-      }
+      await withTempFile(bytes, (file) => assertMatchesBpftool(parseBtf(bytes), file));
     }
   },
 });

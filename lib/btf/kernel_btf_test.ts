@@ -1,29 +1,19 @@
 import assert from "node:assert/strict";
 import { BtfKind, type BtfTypeId, parseBtf } from "./btf.ts";
 import { KernelBtf, VMLINUX_BTF_PATH } from "./kernel_btf.ts";
-import { compileBtf, compileTools, missingTools, runHostProgram } from "./testdata/compile.ts";
+import {
+  compileBtf,
+  compileTools,
+  kernelBtfMissing,
+  missingTools,
+  runHostProgram,
+  withTempFile,
+} from "./testdata/compile.ts";
 
 const noCompiler = missingTools(...compileTools(), "gcc");
 if (noCompiler) console.log(`Ignoring KernelBtf fixture tests: ${noCompiler}`);
 
-let noVmlinux: string | undefined;
-try {
-  Deno.statSync(VMLINUX_BTF_PATH);
-} catch {
-  noVmlinux = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
-  console.log(`Ignoring KernelBtf tests on the running kernel: ${noVmlinux}`);
-}
-
-/** Runs `body` with `bytes` in a temporary file, which it removes afterwards. */
-async function withFile<T>(bytes: Uint8Array, body: (path: string) => T): Promise<T> {
-  const path = await Deno.makeTempFile({ suffix: ".btf" });
-  try {
-    await Deno.writeFile(path, bytes);
-    return body(path);
-  } finally {
-    await Deno.remove(path);
-  }
-}
+const noVmlinux = kernelBtfMissing("KernelBtf tests on the running kernel");
 
 Deno.test({
   name: "KernelBtf.field() finds what the C compiler lays out, through anonymous structs and unions",
@@ -31,7 +21,7 @@ Deno.test({
   fn: async () => {
     const expected = (await runHostProgram("kernel_fixture_host.c")).trim().split("\n");
     assert.ok(expected.length >= 10);
-    await withFile(await compileBtf(["kernel_fixture.bpf.c"]), (path) => {
+    await withTempFile(await compileBtf(["kernel_fixture.bpf.c"]), (path) => {
       using btf = KernelBtf.open(path);
       for (const line of expected) {
         const [struct, fieldPath, offset, size] = line.split(" ");
@@ -49,7 +39,7 @@ Deno.test({
   name: "KernelBtf.field() refuses bitfields and names what is missing",
   ignore: noCompiler !== undefined,
   fn: async () => {
-    await withFile(await compileBtf(["kernel_fixture.bpf.c"]), (path) => {
+    await withTempFile(await compileBtf(["kernel_fixture.bpf.c"]), (path) => {
       using btf = KernelBtf.open(path);
       assert.throws(
         () => btf.field("task_struct", "in_execve"),
@@ -76,18 +66,18 @@ Deno.test({
   ignore: noCompiler !== undefined,
   fn: async () => {
     assert.throws(() => KernelBtf.open("/nonexistent/vmlinux"), /CONFIG_DEBUG_INFO_BTF=y/);
-    await withFile(new TextEncoder().encode("not BTF at all, but long enough for a header"), (path) => {
+    await withTempFile(new TextEncoder().encode("not BTF at all, but long enough for a header"), (path) => {
       assert.throws(
         () => KernelBtf.open(path),
         /Cannot read the kernel's BTF at .*: Cannot parse BTF: bad magic/,
       );
     });
     const bytes = await compileBtf(["kernel_fixture.bpf.c"]);
-    await withFile(bytes.subarray(0, 20), (path) => {
+    await withTempFile(bytes.subarray(0, 20), (path) => {
       assert.throws(() => KernelBtf.open(path), /shorter than the 24-byte header/);
     });
     // Cut inside the type section: the header promises more than the file holds.
-    await withFile(bytes.subarray(0, 100), (path) => {
+    await withTempFile(bytes.subarray(0, 100), (path) => {
       assert.throws(() => KernelBtf.open(path), /ends past the 100-byte blob/);
     });
   },

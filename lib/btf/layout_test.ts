@@ -8,21 +8,20 @@ import {
   structLayout,
   structLayoutOf,
 } from "./layout.ts";
-import { compileBtf, compileTools, hasTool, missingTools, run, runHostProgram } from "./testdata/compile.ts";
-
-const VMLINUX = "/sys/kernel/btf/vmlinux";
+import { VMLINUX_BTF_PATH } from "./kernel_btf.ts";
+import {
+  compileBtf,
+  compileTools,
+  hasTool,
+  kernelBtfMissing,
+  missingTools,
+  run,
+  runHostProgram,
+} from "./testdata/compile.ts";
 
 const noCompiler = missingTools(...compileTools(), "gcc");
 const noLinker = missingTools(...compileTools({ linkBitcode: true }));
-const noVmlinux = (() => {
-  try {
-    Deno.statSync(VMLINUX);
-    return undefined;
-  } catch {
-    console.log(`Ignoring kernel struct layout test: ${VMLINUX} does not exist (kernel built without BTF)`);
-    return "no kernel BTF";
-  }
-})();
+const noVmlinux = kernelBtfMissing("kernel struct layout test");
 
 /** What the host C compiler printed about the fixture's types. */
 interface HostFacts {
@@ -235,7 +234,7 @@ Deno.test({
 
 /** Offsets and sizes of `members` of `struct` as pahole prints them from the kernel BTF. */
 async function paholeMembers(struct: string, members: string[]): Promise<Map<string, [number, number]>> {
-  const text = await run("pahole", ["-F", "btf", "-C", struct, VMLINUX]);
+  const text = await run("pahole", ["-F", "btf", "-C", struct, VMLINUX_BTF_PATH]);
   const result = new Map<string, [number, number]>();
   for (const line of text.split("\n")) {
     // e.g. "	pid_t                      pid;                  /*  1264     4 */"
@@ -249,7 +248,7 @@ async function paholeMembers(struct: string, members: string[]): Promise<Map<str
 
 /** Offsets of the direct `members` of `struct` as bpftool prints them from the kernel BTF. */
 async function bpftoolMembers(struct: string, members: string[]): Promise<Map<string, [number, number]>> {
-  const text = await run("bpftool", ["btf", "dump", "file", VMLINUX, "format", "raw"]);
+  const text = await run("bpftool", ["btf", "dump", "file", VMLINUX_BTF_PATH, "format", "raw"]);
   const start = text.indexOf(`] STRUCT '${struct}' `);
   assert(start >= 0, `bpftool lists no struct ${struct}`);
   const result = new Map<string, [number, number]>();
@@ -269,7 +268,7 @@ Deno.test({
   name: "structLayout() lays out task_struct and pt_regs of the running kernel",
   ignore: noVmlinux !== undefined,
   fn: async () => {
-    const btf = parseBtf(await Deno.readFile(VMLINUX));
+    const btf = parseBtf(await Deno.readFile(VMLINUX_BTF_PATH));
     const wanted: Record<string, string[]> = {
       task_struct: ["pid", "tgid", "stack"],
       pt_regs: ["ip", "sp", "bp"],
@@ -307,7 +306,7 @@ Deno.test({
   name: "structLayout() flattens the kernel's anonymous unions as C code names them",
   ignore: noVmlinux !== undefined,
   fn: async () => {
-    const btf = parseBtf(await Deno.readFile(VMLINUX));
+    const btf = parseBtf(await Deno.readFile(VMLINUX_BTF_PATH));
     const regs = structLayout(btf, "pt_regs");
     const [id] = btf.findByName("pt_regs", BtfKind.Struct);
     const direct = btf.type(id as BtfTypeId);

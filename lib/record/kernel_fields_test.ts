@@ -1,28 +1,22 @@
 import assert from "node:assert/strict";
 import { kernelFields, writeKernelFields } from "./kernel_fields.ts";
 import { kernelFieldsLayout } from "../../support/types.ts";
-import { VMLINUX_BTF_PATH } from "../btf/kernel_btf.ts";
-import { compileBtf, compileTools, missingTools, runHostProgram } from "../btf/testdata/compile.ts";
+import {
+  compileBtf,
+  compileTools,
+  kernelBtfMissing,
+  missingTools,
+  runHostProgram,
+  withTempFile,
+} from "../btf/testdata/compile.ts";
 
 const noCompiler = missingTools(...compileTools(), "gcc");
 if (noCompiler) console.log(`Ignoring kernel field fixture tests: ${noCompiler}`);
 
-let noVmlinux: string | undefined;
-try {
-  Deno.statSync(VMLINUX_BTF_PATH);
-} catch {
-  noVmlinux = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
-  console.log(`Ignoring kernel field tests on the running kernel: ${noVmlinux}`);
-}
+const noVmlinux = kernelBtfMissing("kernel field tests on the running kernel");
 
 async function withFixture<T>(source: string, body: (path: string) => T): Promise<T> {
-  const path = await Deno.makeTempFile({ suffix: ".btf" });
-  try {
-    await Deno.writeFile(path, await compileBtf([source]));
-    return body(path);
-  } finally {
-    await Deno.remove(path);
-  }
+  return withTempFile(await compileBtf([source]), body);
 }
 
 Deno.test({

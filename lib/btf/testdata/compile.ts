@@ -5,6 +5,8 @@
  * @module
  */
 
+import { VMLINUX_BTF_PATH } from "../kernel_btf.ts";
+
 /** Directory holding the C fixtures. */
 export const TESTDATA_DIR = new URL(".", import.meta.url).pathname;
 
@@ -50,6 +52,32 @@ export async function run(cmd: string, args: string[], stdin?: string): Promise<
     throw new Error(`${cmd} ${args.join(" ")} failed (${out.code}): ${decoder.decode(out.stderr)}`);
   }
   return decoder.decode(out.stdout);
+}
+
+/**
+ * Why tests of the running kernel's BTF cannot run, or undefined when it has some. Logs the reason once,
+ * as "Ignoring WHAT: ...".
+ */
+export function kernelBtfMissing(what: string): string | undefined {
+  try {
+    Deno.statSync(VMLINUX_BTF_PATH);
+    return undefined;
+  } catch {
+    const reason = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
+    console.log(`Ignoring ${what}: ${reason}`);
+    return reason;
+  }
+}
+
+/** Runs `body` with `bytes` in a temporary file (a `.btf` name), which is removed afterwards. */
+export async function withTempFile<T>(bytes: Uint8Array, body: (path: string) => T | Promise<T>): Promise<T> {
+  const path = await Deno.makeTempFile({ suffix: ".btf" });
+  try {
+    await Deno.writeFile(path, bytes);
+    return await body(path);
+  } finally {
+    await Deno.remove(path);
+  }
 }
 
 /** Runs `body` with a fresh temporary directory that is removed afterwards. */

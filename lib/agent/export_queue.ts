@@ -20,6 +20,7 @@
  * @module
  */
 import type { Backoff } from "./backoff.ts";
+import { delay } from "../sys/timer.ts";
 
 /** Time as the queue sees it. */
 export interface Clock {
@@ -32,17 +33,7 @@ export interface Clock {
 /** The real clock. */
 export const systemClock: Clock = {
   now: () => performance.now(),
-  sleep: (ms, signal) =>
-    new Promise((resolve) => {
-      if (signal.aborted) return resolve();
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal.addEventListener("abort", done);
-    }),
+  sleep: delay,
 };
 
 /** The outcome of one attempt to send. */

@@ -32,7 +32,16 @@ export function every(ms: number, callback: () => void): Disposable {
   return { [Symbol.dispose]: () => current[Symbol.dispose]() };
 }
 
-/** Resolves after `ms` milliseconds. */
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => after(ms, resolve));
+/** Resolves after `ms` milliseconds, or at once when `signal` aborts. */
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      timer[Symbol.dispose]();
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = after(ms, done);
+    signal?.addEventListener("abort", done);
+  });
 }

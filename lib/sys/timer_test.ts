@@ -29,6 +29,17 @@ Deno.test("every() calls back repeatedly until disposed", async () => {
   assert.equal(calls, seen);
 });
 
+Deno.test("delay() resolves at once when its signal aborts, and leaves no timer behind", async () => {
+  const controller = new AbortController();
+  const started = performance.now();
+  const waiting = delay(10_000, controller.signal);
+  controller.abort();
+  await waiting;
+  assert.ok(performance.now() - started < 1000);
+  await delay(10_000, controller.signal); // already aborted
+  assert.ok(performance.now() - started < 1000);
+});
+
 Deno.test("a pending timer keeps the process alive, a disposed one does not", async () => {
   const run = async (code: string) => {
     const started = performance.now();

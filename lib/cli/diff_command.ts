@@ -13,9 +13,8 @@ import { totalSampleCount } from "../report/top.ts";
 import type { Profile } from "../profile/profile.ts";
 import { CommandError } from "./record_command.ts";
 import { readPprofFile } from "./report_command.ts";
-import { progressReporter } from "./status_line.ts";
 import { baseName } from "../sys/path.ts";
-import { StatusLine } from "./status_line.ts";
+import { progressReporter, StatusLine } from "./status_line.ts";
 
 const USAGE = `Usage: omniprof diff [options] BEFORE AFTER
 

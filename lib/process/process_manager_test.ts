@@ -2,39 +2,40 @@ import assert from "node:assert/strict";
 import { ProcessManager, type ResolvedMapping } from "./process_manager.ts";
 import type { Address, Pid } from "../types.ts";
 
-/** A procfs with one maps file per process; a process without one has exited. */
-function fakeProc(maps: Record<number, string>): string {
-  const root = Deno.makeTempDirSync();
-  for (const [pid, text] of Object.entries(maps)) {
-    Deno.mkdirSync(`${root}/${pid}`);
-    Deno.writeTextFileSync(`${root}/${pid}/maps`, text);
-  }
-  return root;
-}
-
 /** One executable anonymous mapping (no file to open) starting at `start`. */
 function mapsLine(start: number): string {
   return `${start.toString(16)}-${(start + 0x1000).toString(16)} r-xp 00000000 00:00 0 \n`;
 }
 
-function manager(root: string) {
-  const told: Pid[] = [];
-  const processes = new ProcessManager({
-    procRoot: root,
-    listener: {
-      onMappings(pid: Pid, _mappings: readonly ResolvedMapping[]) {
-        told.push(pid);
+/**
+ * Runs `body` with a ProcessManager over a fake procfs holding one maps file per process (a process
+ * without one has exited); `told` lists the pids whose mappings reached the listener, in order.
+ */
+function withProcesses(maps: Record<number, string>, body: (processes: ProcessManager, told: Pid[]) => void) {
+  const root = Deno.makeTempDirSync();
+  try {
+    for (const [pid, text] of Object.entries(maps)) {
+      Deno.mkdirSync(`${root}/${pid}`);
+      Deno.writeTextFileSync(`${root}/${pid}/maps`, text);
+    }
+    const told: Pid[] = [];
+    using processes = new ProcessManager({
+      procRoot: root,
+      listener: {
+        onMappings(pid: Pid, _mappings: readonly ResolvedMapping[]) {
+          told.push(pid);
+        },
+        onExit() {},
       },
-      onExit() {},
-    },
-  });
-  return { processes, told };
+    });
+    body(processes, told);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
 }
 
 Deno.test("a forked child starts from its parent's mappings, handed over when it is first sampled", () => {
-  const root = fakeProc({ 100: mapsLine(0x10000) });
-  try {
-    const { processes, told } = manager(root);
+  withProcesses({ 100: mapsLine(0x10000) }, (processes, told) => {
     processes.onExec(100 as Pid);
     assert.deepEqual(told, [100]);
     processes.onFork(100 as Pid, 101 as Pid);
@@ -44,32 +45,22 @@ Deno.test("a forked child starts from its parent's mappings, handed over when it
     processes.onUnknown(101 as Pid);
     assert.deepEqual(told, [100, 101]);
     assert.equal(processes.stats.syncs, 1, "the child was never read: it has no maps file here");
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a parent not read yet is read once for all its children", () => {
-  const root = fakeProc({ 200: mapsLine(0x20000) });
-  try {
-    const { processes, told } = manager(root);
+  withProcesses({ 200: mapsLine(0x20000) }, (processes, told) => {
     for (let child = 201; child < 211; child++) processes.onFork(200 as Pid, child as Pid);
     assert.equal(processes.stats.syncs, 1);
     assert.deepEqual(told, [200]);
     assert.equal(processes.resolve(205 as Pid, 0x20004 as Address)?.fileOffset, 4);
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
+  });
 });
 
 Deno.test("the child of a parent that is gone is read itself", () => {
-  const root = fakeProc({ 301: mapsLine(0x30000) });
-  try {
-    const { processes, told } = manager(root);
+  withProcesses({ 301: mapsLine(0x30000) }, (processes, told) => {
     processes.onFork(300 as Pid, 301 as Pid);
     assert.deepEqual(told, [301]);
     assert.equal(processes.resolve(301 as Pid, 0x30008 as Address)?.fileOffset, 8);
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
+  });
 });

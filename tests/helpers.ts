@@ -18,9 +18,12 @@ export const DENO_RUN_ENV: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1" 
 const root = new URL("..", import.meta.url).pathname;
 const buildDir = `${root}tests/.build/`;
 
-/** Deno's arguments that run omniprof from source as users do: `run -A --v8-flags=... main.ts ARGS`. */
-export function omniprofArgs(args: string[]): string[] {
-  return ["run", "-A", `--v8-flags=${V8_FLAGS}`, `${root}main.ts`, ...args];
+/**
+ * Deno's arguments that run omniprof from source as users do: `run -A --v8-flags=... main.ts ARGS`, with
+ * `extraV8Flags` after omniprof's own (a test's V8 logging).
+ */
+export function omniprofArgs(args: string[], extraV8Flags: string[] = []): string[] {
+  return ["run", "-A", `--v8-flags=${[V8_FLAGS, ...extraV8Flags].join(",")}`, `${root}main.ts`, ...args];
 }
 
 /** The repository root, with a trailing slash. */

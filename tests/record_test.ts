@@ -12,6 +12,7 @@ import {
   runCli,
   tempDir,
   tracingTest,
+  V8_FLAGS,
 } from "./helpers.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
@@ -224,9 +225,14 @@ Deno.test(tracingTest("record of a C++ command loads none of Deno's Node compati
   const dir = tempDir();
   try {
     const log = `${dir}/v8.log`;
-    const args = omniprofArgs(["record", "-o", `${dir}/out.folded`, "--", cpp, "1"]);
-    args[2] += `,--log-function-events,--logfile=${log},--no-logfile-per-isolate`;
-    assert.match(args[2]!, /^--v8-flags=/);
+    const args = omniprofArgs(["record", "-o", `${dir}/out.folded`, "--", cpp, "1"], [
+      "--log-function-events",
+      `--logfile=${log}`,
+      "--no-logfile-per-isolate",
+    ]);
+    assert.ok(
+      args.includes(`--v8-flags=${V8_FLAGS},--log-function-events,--logfile=${log},--no-logfile-per-isolate`),
+    );
     const output = await new Deno.Command(Deno.execPath(), { args, env: DENO_RUN_ENV, stderr: "piped" })
       .output();
     assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));

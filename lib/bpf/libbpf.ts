@@ -103,13 +103,18 @@ export interface Libbpf {
 
 let loaded: Libbpf | undefined;
 
+/** The libbpf file to open: `OMNIPROF_LIBBPF` when set, else the system's libbpf.so.1. */
+export function libbpfPath(): string {
+  return Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1";
+}
+
 /**
  * Opens libbpf once. `OMNIPROF_LIBBPF` may name another library file (e.g. a newer libbpf in
  * /usr/local/lib).
  */
 export function libbpf(): Libbpf {
   if (loaded) return loaded;
-  const path = Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1";
+  const path = libbpfPath();
   let lib: Deno.DynamicLibrary<typeof symbols>;
   try {
     lib = Deno.dlopen(path, symbols);

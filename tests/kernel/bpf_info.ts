@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { libbpf, LibbpfError } from "../../lib/bpf/libbpf.ts";
+import { libbpf, LibbpfError, libbpfPath } from "../../lib/bpf/libbpf.ts";
 import { libc } from "../../lib/sys/libc.ts";
 
 /** The leading fields of `struct bpf_map_info`. */
@@ -183,7 +183,7 @@ let getFdById: Deno.DynamicLibrary<{ bpf_prog_get_fd_by_id: { parameters: ["u32"
  */
 export function programInfoById(id: number): ProgramInfo | null {
   libbpf();
-  getFdById ??= Deno.dlopen(Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1", {
+  getFdById ??= Deno.dlopen(libbpfPath(), {
     bpf_prog_get_fd_by_id: { parameters: ["u32"], result: "i32" },
   });
   const fd = getFdById.symbols.bpf_prog_get_fd_by_id(id);

@@ -5,8 +5,8 @@
  *    It also compiles the demo workload (support/demo/demo.c) that `record --demo` runs;
  * 2. generates support/types.ts from that object's BTF (the C structs and enums the host shares), or with
  *    `--check` fails if the committed file differs from what the object says;
- * 3. with `--compile`, runs `deno compile` into ./omniprof when a denort runtime is available
- *    (DENORT_BIN), and says why it skipped otherwise;
+ * 3. with `--compile`, runs `deno compile` into ./omniprof (or `--output FILE`) when a denort runtime is
+ *    available (DENORT_BIN), and says why it skipped otherwise;
  * 4. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
  *    file that `deno run -A FILE` runs anywhere: the same inputs `deno compile` embeds, testable where
  *    no denort runtime can be had;
@@ -15,7 +15,7 @@
  *    `--bundle` embed that object: a test build (`deno task test-kernel VERSION --broken`) that never
  *    touches the default build's outputs.
  *
- * Usage: deno run -A build.ts [--check] [--compile] [--bundle FILE] [--variant NAME] [--quiet]
+ * Usage: deno run -A build.ts [--check] [--compile [--output FILE]] [--bundle FILE] [--variant NAME] [--quiet]
  *
  * @module
  */
@@ -35,6 +35,7 @@ const { values: flags } = parseArgs({
     compile: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
     bundle: { type: "string" },
+    output: { type: "string" },
     variant: { type: "string" },
   },
 });
@@ -160,8 +161,47 @@ async function generateTypes(): Promise<void> {
   say("regenerated support/types.ts from BTF");
 }
 
+/**
+ * Every module the program loads with `import("./literal/path.ts")`, as paths from the repository root.
+ * deno.json turns on lazy-dynamic-imports, so that `deno run` does not read and hash every command's
+ * modules at start-up (the whole graph: about 14 ms of every run, `--help` included); with it,
+ * `deno compile` would leave these modules out unless named with `--include`.
+ */
+export function dynamicImportTargets(): string[] {
+  const targets = new Set<string>();
+  const scan = (path: string) => {
+    for (
+      const match of Deno.readTextFileSync(`${root}${path}`).matchAll(/\bimport\(\s*"(\.\.?\/[^"]+)"\s*\)/g)
+    ) {
+      const target = new URL(match[1]!, `file:///${path}`).pathname.slice(1);
+      // A doc comment's example may name a file that is not there; `deno check` catches real ones.
+      if (existsFile(`${root}${target}`)) targets.add(target);
+    }
+  };
+  const visit = (dir: string) => {
+    for (const entry of Deno.readDirSync(`${root}${dir}`)) {
+      const path = `${dir}${entry.name}`;
+      if (entry.isDirectory && entry.name !== "testdata") visit(`${path}/`);
+      else if (entry.isFile && entry.name.endsWith(".ts") && !entry.name.endsWith("_test.ts")) scan(path);
+    }
+  };
+  scan("main.ts");
+  visit("lib/");
+  visit("support/");
+  return [...targets].sort();
+}
+
+function existsFile(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
+}
+
 async function compileExecutable(): Promise<void> {
   const denort = Deno.env.get("DENORT_BIN") || undefined;
+  const output = flags.output ?? `${root}omniprof`;
   if (!denort) {
     say(
       "skipped `deno compile`: it needs a denort runtime, which is downloaded from Deno's servers unless " +
@@ -174,11 +214,12 @@ async function compileExecutable(): Promise<void> {
     "-A",
     `--v8-flags=${V8_FLAGS}`,
     "--unstable-raw-imports",
+    ...dynamicImportTargets().flatMap((path) => ["--include", `${root}${path}`]),
     "--output",
-    `${root}omniprof`,
+    output,
     `${root}main.ts`,
   ]);
-  say("wrote ./omniprof");
+  say(`wrote ${output}`);
 }
 
 async function bundle(output: string): Promise<void> {

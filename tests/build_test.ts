@@ -2,6 +2,7 @@
 // bundle holds the BPF object and the demo workload; run from an empty folder it must work on its own.
 import assert from "node:assert/strict";
 import { REPO_ROOT, tempDir, tracingUnavailable, V8_FLAGS } from "./helpers.ts";
+import { dynamicImportTargets } from "../build.ts";
 
 async function run(args: string[], cwd: string) {
   const output = await new Deno.Command(Deno.execPath(), { args, cwd, stdout: "piped", stderr: "piped" })
@@ -54,6 +55,38 @@ Deno.test("build.ts --compile without DENORT_BIN says why it skips", async () =>
   const output = await command.output();
   assert.equal(output.code, 0);
   assert.match(new TextDecoder().decode(output.stderr), /skipped `deno compile`.*DENORT_BIN/s);
+});
+
+Deno.test("build.ts --compile embeds every module the program imports dynamically", async () => {
+  // deno.json's lazy-dynamic-imports makes `deno compile` leave out modules loaded with import() unless
+  // build.ts names them. No denort can be had here, but `deno compile` only appends its payload to the
+  // runtime binary: with deno itself in denort's place, the output holds the same payload, though it
+  // does not run as omniprof.
+  const dir = tempDir();
+  try {
+    const built = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${REPO_ROOT}build.ts`, "--quiet", "--compile", "--output", `${dir}/omniprof`],
+      cwd: REPO_ROOT,
+      env: { DENORT_BIN: Deno.execPath() },
+      stderr: "piped",
+    }).output();
+    assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+    const payload = new TextDecoder("latin1").decode(Deno.readFileSync(`${dir}/omniprof`));
+    const targets = dynamicImportTargets();
+    assert.ok(targets.includes("lib/cli/record_command.ts") && targets.includes("lib/output/pprof.ts"));
+    for (const target of targets) {
+      // Each module's first exported function, as the payload's copy of the module spells it.
+      const source = Deno.readTextFileSync(`${REPO_ROOT}${target}`);
+      const name = source.match(/^export (?:async )?function (\w+)/m)?.[1];
+      assert.ok(name, `${target} exports no function to look for`);
+      assert.ok(
+        payload.includes(`function ${name}`),
+        `${target} (function ${name}) is not in the executable`,
+      );
+    }
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });
 
 Deno.test("deno.json's record task and the README run omniprof with the V8 flags of support/v8_flags.ts", () => {

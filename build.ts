@@ -161,18 +161,19 @@ async function generateTypes(): Promise<void> {
   say("regenerated support/types.ts from BTF");
 }
 
+/** `import("./relative/path")` with a literal path. */
+const DYNAMIC_IMPORT = /\bimport\(\s*"(\.\.?\/[^"]+)"\s*\)/g;
+
 /**
  * Every module the program loads with `import("./literal/path.ts")`, as paths from the repository root.
  * deno.json turns on lazy-dynamic-imports, so that `deno run` does not read and hash every command's
- * modules at start-up (the whole graph: about 14 ms of every run, `--help` included); with it,
+ * modules at start-up (the whole graph: 5-14 ms of every run, `--help` included); with it,
  * `deno compile` would leave these modules out unless named with `--include`.
  */
 export function dynamicImportTargets(): string[] {
   const targets = new Set<string>();
   const scan = (path: string) => {
-    for (
-      const match of Deno.readTextFileSync(`${root}${path}`).matchAll(/\bimport\(\s*"(\.\.?\/[^"]+)"\s*\)/g)
-    ) {
+    for (const match of Deno.readTextFileSync(`${root}${path}`).matchAll(DYNAMIC_IMPORT)) {
       const target = new URL(match[1]!, `file:///${path}`).pathname.slice(1);
       // A doc comment's example may name a file that is not there; `deno check` catches real ones.
       if (existsFile(`${root}${target}`)) targets.add(target);

@@ -4,8 +4,8 @@ import assert from "node:assert/strict";
 import { REPO_ROOT, tempDir, tracingUnavailable, V8_FLAGS } from "./helpers.ts";
 import { dynamicImportTargets } from "../build.ts";
 
-async function run(args: string[], cwd: string) {
-  const output = await new Deno.Command(Deno.execPath(), { args, cwd, stdout: "piped", stderr: "piped" })
+async function run(args: string[], cwd: string, env?: Record<string, string>) {
+  const output = await new Deno.Command(Deno.execPath(), { args, cwd, env, stdout: "piped", stderr: "piped" })
     .output();
   const decoder = new TextDecoder();
   return { code: output.code, stdout: decoder.decode(output.stdout), stderr: decoder.decode(output.stderr) };
@@ -46,15 +46,9 @@ Deno.test("build.ts --bundle makes a single file that runs outside the repositor
 });
 
 Deno.test("build.ts --compile without DENORT_BIN says why it skips", async () => {
-  const command = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${REPO_ROOT}build.ts`, "--compile"],
-    cwd: REPO_ROOT,
-    env: { DENORT_BIN: "" },
-    stderr: "piped",
-  });
-  const output = await command.output();
+  const output = await run(["run", "-A", `${REPO_ROOT}build.ts`, "--compile"], REPO_ROOT, { DENORT_BIN: "" });
   assert.equal(output.code, 0);
-  assert.match(new TextDecoder().decode(output.stderr), /skipped `deno compile`.*DENORT_BIN/s);
+  assert.match(output.stderr, /skipped `deno compile`.*DENORT_BIN/s);
 });
 
 Deno.test("build.ts --compile embeds every module the program imports dynamically", async () => {
@@ -64,13 +58,12 @@ Deno.test("build.ts --compile embeds every module the program imports dynamicall
   // does not run as omniprof.
   const dir = tempDir();
   try {
-    const built = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${REPO_ROOT}build.ts`, "--quiet", "--compile", "--output", `${dir}/omniprof`],
-      cwd: REPO_ROOT,
-      env: { DENORT_BIN: Deno.execPath() },
-      stderr: "piped",
-    }).output();
-    assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+    const built = await run(
+      ["run", "-A", `${REPO_ROOT}build.ts`, "--quiet", "--compile", "--output", `${dir}/omniprof`],
+      REPO_ROOT,
+      { DENORT_BIN: Deno.execPath() },
+    );
+    assert.equal(built.code, 0, built.stderr);
     const payload = new TextDecoder("latin1").decode(Deno.readFileSync(`${dir}/omniprof`));
     const targets = dynamicImportTargets();
     assert.ok(targets.includes("lib/cli/record_command.ts") && targets.includes("lib/output/pprof.ts"));

@@ -5,10 +5,11 @@ import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import protobuf from "protobufjs";
 import { REPO_ROOT, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { baseName } from "../lib/sys/path.ts";
 
 const protoPath = `${REPO_ROOT}../shared/proto/pprof/profile.proto`;
 /** The name the kernel gives the recorder (runCli runs it with this Deno): 15 bytes at most. */
-const RECORDER_COMM = Deno.execPath().slice(Deno.execPath().lastIndexOf("/") + 1).slice(0, 15);
+const RECORDER_COMM = baseName(Deno.execPath()).slice(0, 15);
 
 function schemaMissing(): string | null {
   try {

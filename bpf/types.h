@@ -331,7 +331,6 @@ struct python_proc_info {
   __u16 code_code_adaptive;   // PyCodeObject.co_code_adaptive, 3.11+
 };
 
-// Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
 // Byte offsets of the kernel fields the programs read, in the running kernel's layout. The host looks
 // them up in the kernel's BTF before loading (lib/record/kernel_fields.ts), reading only the few pages
 // they need; CO-RE would make libbpf load all of that BTF, which cost every recording about 20 ms.
@@ -345,6 +344,7 @@ struct kernel_fields {
   __u32 signal_live; // signal_struct.live: threads not yet exiting (atomic_t)
 };
 
+// Settings written by the host before load (read-only data, so the verifier prunes disabled paths).
 struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
   __u8 sample_idle;    // also record samples of the idle task

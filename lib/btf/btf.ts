@@ -219,8 +219,6 @@ export type BtfType =
   | BtfFloat
   | BtfDeclTag;
 
-const TYPE_HEADER_SIZE = BTF_TYPE_HEADER_SIZE;
-
 const textDecoder = new TextDecoder();
 const textEncoder = new TextEncoder();
 
@@ -253,7 +251,7 @@ export class Btf {
       throw parseError("string section is empty or does not end with NUL");
     }
 
-    const maxTypes = Math.floor((typeEnd - typeStart) / TYPE_HEADER_SIZE) + 1;
+    const maxTypes = Math.floor((typeEnd - typeStart) / BTF_TYPE_HEADER_SIZE) + 1;
     const offsets = new Uint32Array(maxTypes);
     const kinds = new Uint8Array(maxTypes);
     let id = 1;
@@ -261,7 +259,7 @@ export class Btf {
     let maxRef = 0;
     let maxName = 0;
     while (off < typeEnd) {
-      if (off + TYPE_HEADER_SIZE > typeEnd) throw parseError(`type ${id} at byte ${off} is truncated`);
+      if (off + BTF_TYPE_HEADER_SIZE > typeEnd) throw parseError(`type ${id} at byte ${off} is truncated`);
       const nameOff = view.getUint32(off, le);
       const info = view.getUint32(off + 4, le);
       const kind = (info >>> 24) & 0x1f;
@@ -270,7 +268,7 @@ export class Btf {
       if (nameOff > maxName) maxName = nameOff;
       const extra = typeRecordBodySize(kind, vlen);
       if (extra < 0) throw parseError(`type ${id} at byte ${off} has unknown kind ${kind}`);
-      const end = off + TYPE_HEADER_SIZE + extra;
+      const end = off + BTF_TYPE_HEADER_SIZE + extra;
       if (end > typeEnd) {
         throw parseError(
           `type ${id} (${KIND_NAMES[kind]}, vlen ${vlen}) at byte ${off} runs past the section`,
@@ -302,7 +300,7 @@ export class Btf {
         }
         case BtfKind.Struct:
         case BtfKind.Union:
-          for (let m = off + TYPE_HEADER_SIZE; m < end; m += 12) {
+          for (let m = off + BTF_TYPE_HEADER_SIZE; m < end; m += 12) {
             const name = view.getUint32(m, le);
             const type = view.getUint32(m + 4, le);
             if (name > maxName) maxName = name;
@@ -310,20 +308,20 @@ export class Btf {
           }
           break;
         case BtfKind.Enum:
-          for (let m = off + TYPE_HEADER_SIZE; m < end; m += 8) {
+          for (let m = off + BTF_TYPE_HEADER_SIZE; m < end; m += 8) {
             const name = view.getUint32(m, le);
             if (name > maxName) maxName = name;
           }
           break;
         case BtfKind.Enum64:
-          for (let m = off + TYPE_HEADER_SIZE; m < end; m += 12) {
+          for (let m = off + BTF_TYPE_HEADER_SIZE; m < end; m += 12) {
             const name = view.getUint32(m, le);
             if (name > maxName) maxName = name;
           }
           break;
         case BtfKind.FuncProto:
           if (sizeOrType > maxRef) maxRef = sizeOrType;
-          for (let m = off + TYPE_HEADER_SIZE; m < end; m += 8) {
+          for (let m = off + BTF_TYPE_HEADER_SIZE; m < end; m += 8) {
             const name = view.getUint32(m, le);
             const type = view.getUint32(m + 4, le);
             if (name > maxName) maxName = name;
@@ -331,7 +329,7 @@ export class Btf {
           }
           break;
         case BtfKind.Datasec:
-          for (let m = off + TYPE_HEADER_SIZE; m < end; m += 12) {
+          for (let m = off + BTF_TYPE_HEADER_SIZE; m < end; m += 12) {
             const type = view.getUint32(m, le);
             if (type > maxRef) maxRef = type;
           }
@@ -380,7 +378,7 @@ export class Btf {
     const vlen = info & 0xffff;
     const kindFlag = info >>> 31 === 1;
     const sizeOrType = this.#u32(off + 8);
-    const body = off + TYPE_HEADER_SIZE;
+    const body = off + BTF_TYPE_HEADER_SIZE;
     switch (kind) {
       case BtfKind.Int: {
         const encoding = this.#u32(body);

@@ -22,6 +22,7 @@
 import { parseArgs } from "node:util";
 import { generateSupportTypes } from "./support/generate_types.ts";
 import { V8_FLAGS } from "./support/v8_flags.ts";
+import { isFile } from "./lib/sys/files.ts";
 
 const root = new URL(".", import.meta.url).pathname;
 const bpfDir = `${root}bpf/`;
@@ -176,7 +177,7 @@ export function dynamicImportTargets(): string[] {
     for (const match of Deno.readTextFileSync(`${root}${path}`).matchAll(DYNAMIC_IMPORT)) {
       const target = new URL(match[1]!, `file:///${path}`).pathname.slice(1);
       // A doc comment's example may name a file that is not there; `deno check` catches real ones.
-      if (existsFile(`${root}${target}`)) targets.add(target);
+      if (isFile(`${root}${target}`)) targets.add(target);
     }
   };
   const visit = (dir: string) => {
@@ -190,14 +191,6 @@ export function dynamicImportTargets(): string[] {
   visit("lib/");
   visit("support/");
   return [...targets].sort();
-}
-
-function existsFile(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
 }
 
 async function compileExecutable(): Promise<void> {

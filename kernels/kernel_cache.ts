@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { isFile } from "../lib/sys/files.ts";
 
 const repoRoot = new URL("..", import.meta.url).pathname;
 
@@ -118,14 +119,6 @@ function readInfo(path: string): KernelInfo | null {
     return JSON.parse(Deno.readTextFileSync(path)) as KernelInfo;
   } catch {
     return null;
-  }
-}
-
-function isFile(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
   }
 }
 

@@ -19,6 +19,7 @@ import { createHash } from "node:crypto";
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { CpioWriter } from "./cpio_newc.ts";
+import { isFile } from "../lib/sys/files.ts";
 
 const gzipAsync = promisify(gzip);
 
@@ -191,14 +192,6 @@ function contentHash(files: GuestFile[], extra = ""): string {
   return sha256(manifest, extra).slice(0, 16);
 }
 
-function exists(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-}
-
 /** Writes `data` to `path` through a temporary file, so that a parallel run never reads half a file. */
 function writeAtomically(path: string, data: Uint8Array): void {
   const temporary = `${path}.${Deno.pid}.tmp`;
@@ -237,8 +230,8 @@ export async function buildInitramfs(cacheDir: string, base: GuestFile[], top: G
   const rawBase = base.reduce((sum, file) => sum + file.data.length, 0);
   const rawTop = topFiles.reduce((sum, file) => sum + file.data.length, 0);
   let baseBuilt = false;
-  if (!exists(finalPath)) {
-    if (!exists(basePath)) {
+  if (!isFile(finalPath)) {
+    if (!isFile(basePath)) {
       writeAtomically(basePath, await gzipAsync(archive(base, true), { level: 6 }));
       baseBuilt = true;
       prune(cacheDir, "base-", `base-${baseHash}.cpio.gz`);

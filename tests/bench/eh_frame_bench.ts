@@ -17,6 +17,7 @@
 import { parseArgs } from "node:util";
 import { ElfFile } from "../../lib/elf/elf_file.ts";
 import { extractUnwindTable } from "../../lib/unwind/unwind_table.ts";
+import { isFile } from "../../lib/sys/files.ts";
 
 /** One file's measurements. */
 export interface EhFrameBenchRow {
@@ -58,14 +59,6 @@ const LIBRARY_DIRS = [
   "/lib64",
 ];
 
-function exists(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-}
-
 /** The libc this process runs on, from its memory map. */
 function findLibc(): string | null {
   try {
@@ -76,20 +69,20 @@ function findLibc(): string | null {
 }
 
 function findLibrary(name: string): string | null {
-  return LIBRARY_DIRS.map((dir) => `${dir}/${name}`).find(exists) ?? null;
+  return LIBRARY_DIRS.map((dir) => `${dir}/${name}`).find(isFile) ?? null;
 }
 
 /** The first `name` on PATH. */
 function findOnPath(name: string): string | null {
   const dirs = (Deno.env.get("PATH") ?? "").split(":").filter((d) => d !== "");
-  return dirs.map((dir) => `${dir}/${name}`).find(exists) ?? null;
+  return dirs.map((dir) => `${dir}/${name}`).find(isFile) ?? null;
 }
 
 /** A libjvm.so of an installed JDK or JRE (the alphabetically first). */
 function findLibjvm(): string | null {
   try {
     const names = [...Deno.readDirSync("/usr/lib/jvm")].map((e) => e.name).sort();
-    return names.map((n) => `/usr/lib/jvm/${n}/lib/server/libjvm.so`).find(exists) ?? null;
+    return names.map((n) => `/usr/lib/jvm/${n}/lib/server/libjvm.so`).find(isFile) ?? null;
   } catch {
     return null;
   }

@@ -136,7 +136,8 @@ struct unwind_info_map {
 };
 
 // Hash maps read by perf_event programs must be preallocated before kernel 6.1 ("perf_event programs can
-// only use preallocated hash map"), so their sizes are kept modest.
+// only use preallocated hash map"), so their sizes are kept modest. On 6.1 and later the host creates the
+// large ones with BPF_F_NO_PREALLOC (lib/record/map_allocation.ts).
 struct stack_delta_pages_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, STACK_DELTA_PAGES_MAX_ENTRIES);

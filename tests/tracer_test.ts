@@ -9,6 +9,9 @@ import { EventKind, FrameMarker } from "../support/types.ts";
 import { RECORD_KIND, RECORD_PID, TRACE_FRAMES, TRACE_NUM_FRAMES } from "../lib/record/trace_format.ts";
 import { frameLayout } from "../support/types.ts";
 import { buildWorkload, tracingTest } from "./helpers.ts";
+import { mapInfo } from "./kernel/bpf_info.ts";
+import { BPF_F_NO_PREALLOC } from "../lib/bpf/map.ts";
+import { kernelAllocatesOnDemand, ON_DEMAND_MAPS } from "../lib/record/map_allocation.ts";
 
 interface Seen {
   kind: number;
@@ -74,6 +77,15 @@ Deno.test(tracingTest("Tracer samples only the filtered process, through the tai
   assert.equal(metrics.TailCallFailed, 0);
   assert.equal(metrics.Samples, traces.length, "every sample became a trace");
   assert.ok(metrics.Filtered > 0, "the other process was filtered out in BPF");
+}));
+
+Deno.test(tracingTest("Tracer creates its large hash maps empty where the kernel allows it", () => {
+  using tracer = Tracer.start({ frequencyHz: 99, paused: true });
+  const expected = kernelAllocatesOnDemand(Deno.osRelease()) ? BPF_F_NO_PREALLOC : 0;
+  console.log(`Linux ${Deno.osRelease()}: ${expected ? "allocated on demand" : "preallocated"}`);
+  for (const name of ON_DEMAND_MAPS) {
+    assert.equal(mapInfo(tracer.object.map(name).fd).flags & BPF_F_NO_PREALLOC, expected, name);
+  }
 }));
 
 Deno.test(tracingTest("Tracer reports exec, fork and exit of followed processes in order", async () => {

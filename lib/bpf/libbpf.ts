@@ -23,6 +23,8 @@ const symbols = {
   bpf_map__fd: { parameters: ["pointer"], result: "i32" },
   bpf_map__set_max_entries: { parameters: ["pointer", "u32"], result: "i32" },
   bpf_map__max_entries: { parameters: ["pointer"], result: "u32" },
+  bpf_map__map_flags: { parameters: ["pointer"], result: "u32" },
+  bpf_map__set_map_flags: { parameters: ["pointer", "u32"], result: "i32" },
   bpf_map__initial_value: { parameters: ["pointer", "buffer"], result: "pointer" },
   bpf_program__fd: { parameters: ["pointer"], result: "i32" },
   bpf_program__set_autoload: { parameters: ["pointer", "bool"], result: "i32" },

@@ -14,6 +14,9 @@ export const BPF_ANY = 0;
 export const BPF_NOEXIST = 1;
 export const BPF_EXIST = 2;
 
+/** A map creation flag: hash map elements are allocated when written, not all at creation. */
+export const BPF_F_NO_PREALLOC = 1;
+
 /** One map of a {@linkcode BpfObject}; owned by the object, which closes it. */
 export class BpfMap {
   readonly name: string;
@@ -42,6 +45,17 @@ export class BpfMap {
   setMaxEntries(entries: number): void {
     const result = libbpf().fn.bpf_map__set_max_entries(this.#pointer, entries);
     if (result < 0) throw new LibbpfError(`resize map ${this.name} to ${entries} entries`, -result);
+  }
+
+  /** The map's creation flags (BPF_F_*). */
+  get flags(): number {
+    return libbpf().fn.bpf_map__map_flags(this.#pointer);
+  }
+
+  /** Sets the map's creation flags; only before load. */
+  setFlags(flags: number): void {
+    const result = libbpf().fn.bpf_map__set_map_flags(this.#pointer, flags);
+    if (result < 0) throw new LibbpfError(`set the flags of map ${this.name} to ${flags}`, -result);
   }
 
   /**

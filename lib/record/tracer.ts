@@ -24,6 +24,7 @@ import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { writeKernelFields } from "./kernel_fields.ts";
+import { allocateOnDemand } from "./map_allocation.ts";
 import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
@@ -134,6 +135,7 @@ export class Tracer {
       );
       writeKernelFields(rodata, config + tracerConfigLayout.kernel.offset);
       object.map("events").setMaxEntries(ringBytes);
+      allocateOnDemand(object);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
       object.load();

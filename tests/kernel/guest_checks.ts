@@ -15,6 +15,8 @@
  */
 import { BpfObject } from "../../lib/bpf/object.ts";
 import { LibbpfError } from "../../lib/bpf/libbpf.ts";
+import { BPF_F_NO_PREALLOC } from "../../lib/bpf/map.ts";
+import { allocateOnDemand, ON_DEMAND_MAPS } from "../../lib/record/map_allocation.ts";
 import { Tracer } from "../../lib/record/tracer.ts";
 import { KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../../lib/symbolize/bpf_kernel_names.ts";
 import { EventKind } from "../../support/types.ts";
@@ -171,18 +173,30 @@ const maps: GuestCheck = {
   name: "maps",
   run(context) {
     using object = openWithOnly(context, null);
+    // As the tracer creates them: on 6.1 and later the large hash maps are not preallocated.
+    const onDemand = allocateOnDemand(object);
     try {
       object.load();
     } catch (error) {
       loadFailure(error);
     }
+    const empty = ON_DEMAND_MAPS.filter((name) =>
+      (mapInfo(object.map(name).fd).flags & BPF_F_NO_PREALLOC) !== 0
+    );
+    expect(
+      empty.length === (onDemand ? ON_DEMAND_MAPS.length : 0),
+      `${empty.length} maps allocated on demand`,
+    );
     const byType = new Map<string, number>();
     for (const name of context.contents.maps) {
       const type = mapTypeName(mapInfo(object.map(name).fd).type);
       byType.set(type, (byType.get(type) ?? 0) + 1);
     }
     return `${context.contents.maps.length} maps created: ` +
-      [...byType].map(([type, count]) => `${type} x${count}`).join(", ");
+      [...byType].map(([type, count]) => `${type} x${count}`).join(", ") +
+      `; ${
+        onDemand ? `${empty.length} hash maps allocated on demand` : "hash maps preallocated (before 6.1)"
+      }`;
   },
 };
 

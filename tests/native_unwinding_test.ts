@@ -59,3 +59,43 @@ Deno.test(tracingTest("a process read again writes only its changed mappings to 
   // Every file reference the mappings took was given back with them.
   assert.equal(unwinding.stats.filesMapped, 0);
 }));
+
+Deno.test(
+  tracingTest("a large file loads a page at a time, or whole when it holds an interpreter loop", () => {
+    using tracer = Tracer.start({ frequencyHz: 99, paused: true });
+    let mappings: readonly ResolvedMapping[] = [];
+    using processes = new ProcessManager({
+      listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
+    });
+    processes.preloadProcess(Deno.pid as Pid);
+    // libc: thousands of FDEs, so a native library of its size is loaded page by page.
+    const libc = mappings.find((mapping) => /\/libc\.so\.6$/.test(mapping.path));
+    assert.ok(libc !== undefined, "this process maps libc.so.6");
+    const pid = 0x3fff_fff0 as Pid;
+    // An ELF address amid libc's code (its text is mapped at the file offset of its ELF address).
+    const address = libc.fileOffset + Math.floor((libc.end - libc.start) / 2);
+
+    const native = new NativeUnwinding(tracer.object, () => UnwindProgram.Native);
+    native.onMappings(pid, mappings);
+    const nativeId = native.idOf(libc.file)!;
+    native.onFileNeeded(nativeId, address);
+    assert.equal(native.stats.pagesLoaded, 1, "one page of libc");
+    const pageBytes = native.stats.deltaBytes;
+    assert.ok(pageBytes > 0, "the page has rows");
+    native.onExit(pid);
+
+    // The same library as the home of an interpreter's loop: every page at the first need.
+    const interpreted = new NativeUnwinding(
+      tracer.object,
+      (file) => file.key === libc.file.key ? UnwindProgram.Python : UnwindProgram.Native,
+    );
+    interpreted.onMappings(pid, mappings);
+    interpreted.onFileNeeded(interpreted.idOf(libc.file)!, address);
+    assert.equal(interpreted.stats.pagesLoaded, 0, "no page loaded alone");
+    assert.ok(
+      interpreted.stats.deltaBytes > 4 * pageBytes,
+      `the whole table (${interpreted.stats.deltaBytes} bytes) against one page (${pageBytes})`,
+    );
+    interpreted.onExit(pid);
+  }),
+);

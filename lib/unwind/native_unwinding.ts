@@ -41,8 +41,9 @@ const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
  */
 const BY_PAGE_MIN_FDES = 1024;
 /**
- * A file whose code ran in this many pages is busy (an interpreter's loop, a server's library): the
- * rest of it is loaded at once, so that its other pages lose no first samples to frame pointers.
+ * A file whose code ran in this many pages is busy (a server's library): the rest of it is loaded at
+ * once, so that its other pages lose no first samples to frame pointers. (A file that holds an
+ * interpreter's loop loads whole at its first need: see onFileNeeded.)
  */
 const BY_PAGE_MAX_PAGES = 8;
 /** Ids of the row arrays of pages loaded alone: above every file id. */
@@ -238,13 +239,15 @@ export class NativeUnwinding implements ProcessListener {
 
   /**
    * The unwinder met code of file `id` (at ELF address `address`) before its deltas were loaded: load
-   * them now, or the page holding `address` for a file loaded page by page.
+   * them now, or the page holding `address` for a file loaded page by page. A file that holds an
+   * interpreter's loop loads whole at once: its stacks run through many pages of it (the loop, calls,
+   * object code), so paging would end in a whole load anyway, after paying for the pages first.
    */
   onFileNeeded(id: number, address: number): void {
     const file = this.#byId.get(id);
     const loaded = file ? this.#files.get(file.key) : undefined;
     if (!loaded || loaded.id !== id) return;
-    this.#loadTables(loaded);
+    this.#loadTables(loaded, this.#unwindProgramOf(loaded.file) !== UnwindProgram.Native);
     const byPage = loaded.byPage;
     if (!byPage) return;
     if (byPage.pages.size < BY_PAGE_MAX_PAGES) {

@@ -254,3 +254,36 @@ Deno.test(tracingTest("record of a C++ command loads none of Deno's Node compati
     Deno.removeSync(dir, { recursive: true });
   }
 }));
+
+Deno.test(
+  tracingTest("a stripped binary's functions are each one frame, named after their start", async () => {
+    const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+    const dir = tempDir();
+    try {
+      // The same program without symbols: its functions can only be told apart by their unwind entries.
+      const stripped = `${dir}/chain_stripped`;
+      const strip = await new Deno.Command("strip", { args: ["--strip-all", "-o", stripped, chain] })
+        .output();
+      assert.ok(strip.success, new TextDecoder().decode(strip.stderr));
+      const nm = new TextDecoder().decode((await new Deno.Command("nm", { args: [chain] }).output()).stdout);
+      const starts = new Map<string, string>();
+      for (const m of nm.matchAll(/^0*([0-9a-f]+) [tT] (main|a|b|c)$/gm)) starts.set(m[2]!, m[1]!);
+      assert.equal(starts.size, 4, nm);
+      const result = await runCli(["record", "-o", `${dir}/out.folded`, "--", stripped, "2"]);
+      assert.equal(result.code, 0, result.stderr);
+      const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+      const names = ["main", "a", "b", "c"].map((name) => `[chain_stripped+0x${starts.get(name)}]`);
+      const total = countWhere(stacks, () => true);
+      const complete = countWhere(stacks, (stack) => hasChain(stack.frames, names));
+      console.log(`${complete}/${total} samples show ${names.join(";")}`);
+      assert.ok(complete / total >= 0.9, `${complete}/${total}`);
+      // Every sample in c, wherever in c, is the one frame: no frame of the file is named otherwise.
+      const leaves = new Set(
+        stacks.map((stack) => stack.frames.at(-1)!).filter((f) => f.startsWith("[chain")),
+      );
+      assert.ok(leaves.size <= 4, [...leaves].join(" "));
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);

@@ -129,15 +129,17 @@ class Builder {
       : this.#native.fileOffsetToVaddr(file.openPath, lookup as FileOffset);
     const symbol = vaddr === null ? null : this.#native.symbolize(file.openPath, vaddr);
     if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
-    return {
-      kind,
-      mapping: mappingIndex,
-      address: vaddr ?? lookup,
-      functionName: symbol?.functionName ??
-        (frame.signalTrampoline ? "[signal trampoline]" : formatUnknownFrame(file.path, vaddr ?? lookup)),
-      sourceFile: "",
-      line: 0,
-    };
+    let functionName = symbol?.functionName;
+    if (functionName === undefined) {
+      // Unnamed code is named after the start of its function (its FDE), so that its samples add up.
+      const start = vaddr === null || frame.signalTrampoline
+        ? null
+        : this.#native.functionAt(file.openPath, vaddr)?.start ?? null;
+      functionName = frame.signalTrampoline
+        ? "[signal trampoline]"
+        : formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
+    }
+    return { kind, mapping: mappingIndex, address: vaddr ?? lookup, functionName, sourceFile: "", line: 0 };
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {

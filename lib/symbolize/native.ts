@@ -20,9 +20,11 @@
 
 import { getLogger } from "../log/logger.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
+import { baseName } from "../sys/path.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { findDebugFile, underRoot } from "./debug_file.ts";
 import { demangle } from "./demangle.ts";
+import { FunctionBounds, type FunctionRange } from "./function_bounds.ts";
 import { SymbolTable, type SymbolTableSource } from "./symbol_table.ts";
 
 /** A resolved native frame. */
@@ -67,6 +69,8 @@ interface FileEntry {
   /** Why the file could not be read, or "" when it was read. */
   error: string;
   bytes: number;
+  /** The file's FDEs, read at the first address no symbol covers; null when it has none. */
+  bounds?: FunctionBounds | null;
 }
 
 const logger = getLogger(["omniprof", "symbolize"]);
@@ -76,15 +80,18 @@ const MAX_DEMANGLED_NAMES = 65_536;
 const MAX_REPORTED_PATHS = 10_000;
 
 /**
- * Formats a frame that could not be symbolized: `[<basename>+0x<hex file offset>]`.
+ * Formats a frame that could not be symbolized: `[<basename>+0x<hex address>]`. Profiles pass the ELF
+ * address where the frame's function starts when the file's unwind entries give it
+ * ({@linkcode NativeSymbolizer.functionAt}), so that one unnamed function is one frame; else the frame's
+ * own ELF address, or its file offset in a file that cannot be read.
  *
  * @example
  * ```ts
  * formatUnknownFrame("/usr/lib/libc.so.6", 0x2a1ca); // "[libc.so.6+0x2a1ca]"
  * ```
  */
-export function formatUnknownFrame(path: string, fileOffset: FileOffset | number): string {
-  return `[${path.slice(path.lastIndexOf("/") + 1)}+0x${fileOffset.toString(16)}]`;
+export function formatUnknownFrame(path: string, address: Address | FileOffset | number): string {
+  return `[${baseName(path)}+0x${address.toString(16)}]`;
 }
 
 /** Resolves native addresses to function names, caching parsed symbol tables per file. */
@@ -154,6 +161,40 @@ export class NativeSymbolizer implements Disposable {
       }
     }
     return null;
+  }
+
+  /**
+   * The function holding ELF virtual address `vaddr` as the file's unwind entries (FDEs) give it, for an
+   * address no symbol covers; null when no FDE covers it or the file cannot be read.
+   */
+  functionAt(path: string, vaddr: Address, root = "/"): FunctionRange | null {
+    const key = underRoot(root, path);
+    const entry = this.#entry(path, root);
+    if (entry.error !== "") return null;
+    if (entry.bounds === undefined) {
+      entry.bounds = null;
+      try {
+        using elf = ElfFile.open(
+          key,
+          this.#maxSectionBytes === undefined ? {} : {
+            maxSectionBytes: this.#maxSectionBytes,
+          },
+        );
+        entry.bounds = FunctionBounds.read(elf);
+      } catch (error) {
+        this.#report(key, error);
+      }
+      const bytes = entry.bounds?.byteSize ?? 0;
+      entry.bytes += bytes;
+      if (this.#cache.get(key) === entry) this.#cachedBytes += bytes;
+    }
+    try {
+      return entry.bounds?.find(vaddr) ?? null;
+    } catch (error) {
+      // One FDE that does not parse names only its own frames by address.
+      if (error instanceof RangeError) return null;
+      throw error;
+    }
   }
 
   /** The GNU build ID of the file (lowercase hex), "" when it has none or cannot be read. */

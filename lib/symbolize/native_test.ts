@@ -249,3 +249,20 @@ Deno.test("formatUnknownFrame() shows the base name and hex offset", () => {
   assert.equal(formatUnknownFrame("/app/server", 0 as FileOffset), "[server+0x0]");
   assert.equal(formatUnknownFrame("memfd:jit", 255), "[memfd:jit+0xff]");
 });
+
+Deno.test({
+  name: "functionAt() gives the range of a function no symbol names, from the file's unwind entries",
+  ignore,
+  fn() {
+    const { full, stripped } = build();
+    using symbolizer = new NativeSymbolizer();
+    const gamma = runtimeFunctions(full).find((f) => f.name === "fixture_static_gamma")!;
+    const start = symbolizer.fileOffsetToVaddr(full, gamma.fileOffset as FileOffset)!;
+    const inside = (start + 2) as Address;
+    assert.notEqual(symbolizer.symbolize(stripped, inside)?.functionName, "fixture_static_gamma");
+    const range = symbolizer.functionAt(stripped, inside);
+    assert.equal(range?.start, start);
+    assert.ok(range !== null && range.end > inside);
+    assert.equal(symbolizer.functionAt("/nonexistent/binary", inside), null);
+  },
+});

@@ -357,7 +357,10 @@ export function findRow(table: UnwindTable, address: number): number {
 }
 
 /** The `.eh_frame` section, or else the one `.eh_frame_hdr` (PT_GNU_EH_FRAME) points at, or null. */
-function ehFrameSection(elf: ElfFile, maxBytes: number): CfiSection | null {
+export function ehFrameSection(
+  elf: ElfFile,
+  maxBytes: number = DEFAULT_MAX_SECTION_BYTES,
+): CfiSection | null {
   const header = elf.section(".eh_frame");
   if (header !== undefined) {
     if (header.type === SHT_NOBITS || header.size === 0) return null;

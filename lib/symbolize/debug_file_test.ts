@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { fileCrc32, findDebugFile, underRoot } from "./debug_file.ts";
 import { hasTool, run } from "../testing/commands.ts";
+import { parentDir } from "../sys/path.ts";
 
 const missing = ["gcc", "objcopy", "strip", "readelf"].filter((t) => !hasTool(t));
 if (missing.length > 0) console.log(`debug file tests are skipped: ${missing.join(", ")} not installed`);
@@ -62,7 +63,7 @@ function rootWith(binary: string, files: Record<string, string>): string {
   mkdirp(`${root}/opt/app`);
   Deno.copyFileSync(binary, `${root}/opt/app/functions`);
   for (const [inRoot, from] of Object.entries(files)) {
-    mkdirp(`${root}${inRoot.slice(0, inRoot.lastIndexOf("/"))}`);
+    mkdirp(`${root}${parentDir(inRoot)}`);
     Deno.copyFileSync(from, `${root}${inRoot}`);
   }
   return root;

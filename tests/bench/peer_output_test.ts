@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { buildWorkload, tempDir } from "../helpers.ts";
+import { baseName } from "../../lib/sys/path.ts";
 import { monotonicNs } from "./monotonic_clock.ts";
 import {
   completeShare,
@@ -189,7 +190,7 @@ Deno.test({
         stderr: "null",
       }).output();
       const { stacks, firstSampleNs } = parsePerfScript(new TextDecoder().decode(script.stdout));
-      const comm = chain.slice(chain.lastIndexOf("/") + 1);
+      const comm = baseName(chain);
       const share = completeShare(stacks, comm, ["main", "a", "b", "c"]);
       assert.ok(share.samples >= 20, `only ${share.samples} samples`);
       assert.ok(share.complete / share.samples > 0.9, JSON.stringify(share));

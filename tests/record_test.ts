@@ -287,3 +287,32 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  tracingTest(
+    "record -o - and -o /dev/stdout write folded stacks to a pipe and leave /dev alone",
+    async () => {
+      const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+      const before = Deno.lstatSync("/dev/stdout");
+      for (const output of ["-", "/dev/stdout"]) {
+        const args = [
+          "record",
+          "-o",
+          output,
+          ...(output === "-" ? [] : ["--format", "folded"]),
+          "--",
+          chain,
+          "1",
+        ];
+        const result = await runCli(args);
+        assert.equal(result.code, 0, result.stderr);
+        const stacks = parseFolded(result.stdout);
+        const complete = countWhere(stacks, (stack) => hasChain(stack.frames, ["main", "a", "b", "c"]));
+        console.log(`-o ${output}: ${complete} samples with main;a;b;c on standard output`);
+        assert.ok(complete >= 50, result.stdout.slice(0, 500));
+      }
+      assert.ok(Deno.lstatSync("/dev/stdout").isSymlink, "/dev/stdout is still a link");
+      assert.equal(Deno.lstatSync("/dev/stdout").ino, before.ino);
+    },
+  ),
+);

@@ -25,7 +25,7 @@ import { gzipSync } from "node:zlib";
 import { encodeOtlpProfiles } from "../output/otlp.ts";
 import { encodePprof } from "../output/pprof.ts";
 import type { Profile } from "../profile/profile.ts";
-import { writeAtomically } from "../record/output_file.ts";
+import { writeOutput } from "../record/output_file.ts";
 import { Recorder } from "../record/recorder.ts";
 import { Backoff } from "./backoff.ts";
 import { ExportQueue, type QueueItem, type QueueStats } from "./export_queue.ts";
@@ -192,7 +192,7 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
       const path = join(pprofDir, `omniprof-${start.replace(/[-:]/g, "")}.pb.gz`);
       try {
         // Synchronous gzip: the agent loads node:zlib for its OTLP bodies anyway.
-        writeAtomically(path, gzipSync(encodePprof(profile)));
+        writeOutput(path, gzipSync(encodePprof(profile)));
         pprofFiles++;
         logger.info("interval {seq} from {start}: {samples} samples of {processes} processes, wrote {path}", {
           seq,

@@ -6,7 +6,7 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
-import { checkWritable, writeAtomically } from "../record/output_file.ts";
+import { checkWritable, writeOutput } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
@@ -70,7 +70,7 @@ export function diffCommand(argv: string[]): Promise<number> {
     });
     status.update(`writing ${values.html}`);
     try {
-      writeAtomically(values.html, html);
+      writeOutput(values.html, html);
     } finally {
       status.clear();
     }

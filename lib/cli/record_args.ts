@@ -14,6 +14,7 @@
  */
 import { parseOptions } from "./options.ts";
 import { asPid, type Pid } from "../types.ts";
+import { STDOUT_PATH } from "../record/output_file.ts";
 
 /** Output formats `record` writes. */
 export type OutputFormat = "pprof" | "folded" | "html" | "speedscope";
@@ -46,7 +47,8 @@ Options:
   -d, --duration SECONDS   stop after SECONDS (default: until Ctrl-C, or until COMMAND exits)
   -F, --frequency HZ       samples per second per CPU (default 99)
   -p, --pid PID            only this process and its threads (repeatable)
-  -o, --output FILE        where to write (default profile.pb.gz)
+  -o, --output FILE        where to write (default profile.pb.gz; - for standard output, as folded
+                           stacks unless --format says otherwise)
       --format FORMAT      pprof, folded, html or speedscope (default: from the extension: .pb.gz/.pb
                            pprof, .folded folded, .html an interactive flamegraph, .speedscope.json
                            speedscope)
@@ -128,7 +130,8 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     }
     format = named;
   } else {
-    const inferred = formatFromPath(output);
+    // Standard output feeds a pipe (flamegraph.pl, grep): text, one stack per line.
+    const inferred = output === STDOUT_PATH ? "folded" : formatFromPath(output);
     if (inferred === null) {
       throw new UsageError(
         `cannot tell the format of ${output}: name it .pb.gz, .folded, .html or .speedscope.json, or pass --format`,

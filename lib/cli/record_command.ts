@@ -10,7 +10,7 @@ import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, writeAtomically } from "../record/output_file.ts";
+import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
@@ -173,12 +173,13 @@ export async function recordCommand(argv: string[]): Promise<number> {
 
   const data = await encodeProfile(result.profile, args, target, status);
   status.update(`writing ${args.output}`);
-  writeAtomically(args.output, data);
+  writeOutput(args.output, data);
   status.clear();
   const lost = result.metrics.TracesLost + result.metrics.EventsLost;
   const stacks = result.profile.samples.length;
   status.note(
-    `wrote ${args.output} (${args.format}): ${result.samples} samples, ${stacks} distinct stacks` +
+    `wrote ${args.output === STDOUT_PATH ? "standard output" : args.output} (${args.format}): ` +
+      `${result.samples} samples, ${stacks} distinct stacks` +
       (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost"),
   );
   logger.debug("BPF metrics {metrics}", { metrics: result.metrics });
@@ -194,7 +195,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       processes: result.processStats,
       unwinding: result.unwindStats,
     };
-    writeAtomically(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
+    writeOutput(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
   }
   if (result.commandExitCode !== null && result.commandExitCode !== 0) {
     status.note(`the command exited with code ${result.commandExitCode}`);

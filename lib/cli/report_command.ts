@@ -11,7 +11,7 @@ import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, writeAtomically } from "../record/output_file.ts";
+import { checkWritable, writeOutput } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
@@ -100,7 +100,7 @@ export function reportCommand(argv: string[]): Promise<number> {
       : formatSpeedscope(profile, { name: baseName(path) });
     status.update(`writing ${output}`);
     try {
-      writeAtomically(output, data);
+      writeOutput(output, data);
     } finally {
       status.clear();
     }

@@ -50,6 +50,26 @@ Deno.test(tracingTest("record -p with a PID that does not exist fails before sam
   }
 }));
 
+Deno.test(tracingTest("record -- COMMAND that cannot start says why and writes nothing", async () => {
+  const dir = tempDir();
+  try {
+    const missing = await runCli(["record", "-o", `${dir}/out.pb.gz`, "--", "omniprof-no-such-command"]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /Cannot start omniprof-no-such-command: no such command/);
+    const script = Deno.makeTempFileSync({ prefix: "omniprof-not-executable-" });
+    try {
+      const notExecutable = await runCli(["record", "-o", `${dir}/out.pb.gz`, "--", script]);
+      assert.equal(notExecutable.code, 1);
+      assert.match(notExecutable.stderr, /Cannot start .*: permission denied/);
+    } finally {
+      Deno.removeSync(script);
+    }
+    assert.ok(isEmpty(dir), "nothing written");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));
+
 Deno.test(tracingTest("record to an unwritable path fails before sampling", async () => {
   const dir = tempDir();
   try {

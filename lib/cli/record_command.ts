@@ -137,9 +137,14 @@ export async function recordCommand(argv: string[]): Promise<number> {
       try {
         return new Deno.Command(args.command[0]!, { args: args.command.slice(1), stdin: "inherit" }).spawn();
       } catch (error) {
-        throw new CommandError(
-          `Cannot start ${args.command[0]}: ${error instanceof Error ? error.message : error}`,
-        );
+        const reason = error instanceof Deno.errors.NotFound
+          ? "no such command (not a path, and not found on PATH)"
+          : error instanceof Deno.errors.PermissionDenied
+          ? "permission denied (not executable?)"
+          : error instanceof Error
+          ? error.message
+          : String(error);
+        throw new CommandError(`Cannot start ${args.command[0]}: ${reason}`);
       }
     }
     : undefined;

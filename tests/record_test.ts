@@ -316,3 +316,32 @@ Deno.test(
     },
   ),
 );
+
+Deno.test(tracingTest("record -p PID stops once the process has exited", async () => {
+  const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+  const dir = tempDir();
+  const workload = new Deno.Command(chain, { args: ["2"] }).spawn();
+  try {
+    // -d 60 only bounds the test: the record must end by itself, and say why, once the workload exits.
+    const started = performance.now();
+    const result = await runCli([
+      "record",
+      "-p",
+      String(workload.pid),
+      "-d",
+      "60",
+      "-o",
+      `${dir}/out.folded`,
+    ]);
+    const seconds = (performance.now() - started) / 1000;
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, new RegExp(`PID ${workload.pid} exited: stopped`));
+    console.log(`record ended ${seconds.toFixed(1)} s after it started, for a 2 s workload`);
+    const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+    assert.ok(countWhere(stacks, () => true) >= 100, "the workload's samples were written");
+  } finally {
+    stop(workload);
+    await workload.status;
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));

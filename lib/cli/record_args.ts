@@ -46,7 +46,7 @@ Samples stacks (kernel + user) on every CPU and writes a profile.
 Options:
   -d, --duration SECONDS   stop after SECONDS (default: until Ctrl-C, or until COMMAND exits)
   -F, --frequency HZ       samples per second per CPU (default 99)
-  -p, --pid PID            only this process and its threads (repeatable)
+  -p, --pid PID            only this process and its threads (repeatable); stops when all have exited
   -o, --output FILE        where to write (default profile.pb.gz; - for standard output, as folded
                            stacks unless --format says otherwise)
       --format FORMAT      pprof, folded, html or speedscope (default: from the extension: .pb.gz/.pb

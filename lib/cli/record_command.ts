@@ -11,6 +11,7 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
 import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
+import { processRunning } from "../process/liveness.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
@@ -32,11 +33,7 @@ export function preflight(args: RecordArgs): void {
     );
   }
   for (const pid of args.pids) {
-    try {
-      Deno.statSync(`/proc/${pid}`);
-    } catch {
-      throw new CommandError(`No process with PID ${pid}`);
-    }
+    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
   }
   checkWritable(args.output);
   if (args.statsPath !== null) checkWritable(args.statsPath);
@@ -157,7 +154,11 @@ export async function recordCommand(argv: string[]): Promise<number> {
     : "all CPUs";
   status.note(
     `recording ${target} at ${args.frequencyHz} Hz` +
-      (args.durationSeconds === null ? ", Ctrl-C to stop" : ` for ${args.durationSeconds} s`),
+      (args.durationSeconds !== null
+        ? ` for ${args.durationSeconds} s`
+        : args.pids.length > 0
+        ? `, until ${args.pids.length > 1 ? "they exit" : "it exits"} or Ctrl-C`
+        : ", Ctrl-C to stop"),
   );
   const result = await recordSession({
     frequencyHz: args.frequencyHz,
@@ -176,6 +177,9 @@ export async function recordCommand(argv: string[]): Promise<number> {
   });
   status.clear();
 
+  if (result.stoppedBy === "exited") {
+    status.note(`${args.pids.length > 1 ? "the processes" : `PID ${args.pids[0]}`} exited: stopped`);
+  }
   const data = await encodeProfile(result.profile, args, target, status);
   status.update(`writing ${args.output}`);
   writeOutput(args.output, data);

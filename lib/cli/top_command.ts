@@ -18,6 +18,7 @@ import { asPid, type Pid } from "../types.ts";
 import { parseOptions } from "./options.ts";
 import { UsageError } from "./record_args.ts";
 import { CommandError } from "./record_command.ts";
+import { processRunning } from "../process/liveness.ts";
 
 /** q, Q, Ctrl-C (a byte, not a signal, in raw mode) and Ctrl-D. */
 const QUIT_KEYS = new Set(["q", "Q", "\x03", "\x04"]);
@@ -112,18 +113,9 @@ function preflight(args: TopArgs): void {
     );
   }
   for (const pid of args.pids) {
-    if (!processExists(pid)) throw new CommandError(`No process with PID ${pid}`);
+    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
   }
   libbpf();
-}
-
-function processExists(pid: number): boolean {
-  try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Runs `top` with its arguments; returns the exit code. */
@@ -223,7 +215,7 @@ export async function topCommand(argv: string[]): Promise<number> {
       header.samplesPerSecond = elapsed > 0 ? samples / elapsed : 0;
       header.processes = pids.size;
       header.lost = progress.lost;
-      const gone = args.pids.filter((pid) => !processExists(pid));
+      const gone = args.pids.filter((pid) => !processRunning(pid));
       header.note = gone.length > 0
         ? `PID ${gone.join(", ")} exited`
         : window.samples === 0

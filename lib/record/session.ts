@@ -17,14 +17,19 @@ import type { ProcessManager } from "../process/process_manager.ts";
 import type { Pid } from "../types.ts";
 import { Recorder, type RecorderProgress } from "./recorder.ts";
 import { after, delay, every } from "../sys/timer.ts";
+import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
+
+/** How often a session of named processes looks whether they have all exited. */
+const EXIT_CHECK_MS = 500;
 
 /** What to record. */
 export interface SessionOptions {
   frequencyHz: number;
   /** null: until stopped (signal, command exit or `signal` below). */
   durationSeconds: number | null;
+  /** Only these processes (and their threads); the session ends once all of them have exited. */
   pids: readonly Pid[];
   /** Starts the workload to profile (with its children); called once sampling is on. */
   spawn?: () => Deno.ChildProcess;
@@ -45,8 +50,8 @@ export interface SessionResult {
   samples: number;
   /** Exit code of the spawned command, if any. */
   commandExitCode: number | null;
-  /** Why the session ended. */
-  stoppedBy: "duration" | "signal" | "command" | "abort";
+  /** Why the session ended ("exited": every process in `pids` has exited). */
+  stoppedBy: "duration" | "signal" | "command" | "exited" | "abort";
   /** ms from the start of tracer set-up to the first sample drained, or null if none came. */
   firstSampleMs: number | null;
   /** CLOCK_MONOTONIC time of the first sample (ns), or null; comparable with other tools' clocks. */
@@ -80,6 +85,12 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
   const progressTimer = options.onProgress
     ? every(1000, () => options.onProgress!(recorder.progress()))
     : undefined;
+  // As `perf record -p` does: nothing is left to sample once the named processes are gone.
+  const exitTimer = options.pids.length > 0
+    ? every(EXIT_CHECK_MS, () => {
+      if (!options.pids.some(processRunning)) stop("exited");
+    })
+    : undefined;
 
   let child: Deno.ChildProcess | null = null;
   let commandExitCode: number | null = null;
@@ -110,6 +121,7 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
     };
   } finally {
     progressTimer?.[Symbol.dispose]();
+    exitTimer?.[Symbol.dispose]();
     durationTimer?.[Symbol.dispose]();
     Deno.removeSignalListener("SIGINT", onSignal);
     Deno.removeSignalListener("SIGTERM", onSignal);

@@ -1,0 +1,28 @@
+/**
+ * Whether a process is still running, from `/proc/PID/stat`: an exited process whose parent has not
+ * reaped it yet (a zombie) still has its /proc entry, but runs no code and will never be sampled again.
+ *
+ * @example
+ * ```ts
+ * import { processRunning } from "./liveness.ts";
+ * processRunning(Deno.pid); // true
+ * ```
+ *
+ * @module
+ */
+
+/**
+ * True while process `pid` exists and has not exited. (A PID reused by a new process reads as running:
+ * a check a second apart makes that unlikely, and it only keeps a session going.)
+ */
+export function processRunning(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  } catch {
+    return false;
+  }
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so the state follows the last ")".
+  const state = stat[stat.lastIndexOf(")") + 2];
+  return state !== undefined && state !== "Z" && state !== "X" && state !== "x";
+}

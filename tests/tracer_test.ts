@@ -6,7 +6,13 @@ import type { RecordSink } from "../lib/bpf/ring_buffer.ts";
 import { Tracer } from "../lib/record/tracer.ts";
 import type { Pid } from "../lib/types.ts";
 import { EventKind, FrameMarker } from "../support/types.ts";
-import { RECORD_KIND, RECORD_PID, TRACE_FRAMES, TRACE_NUM_FRAMES } from "../lib/record/trace_format.ts";
+import {
+  RECORD_KIND,
+  RECORD_KTIME,
+  RECORD_PID,
+  TRACE_FRAMES,
+  TRACE_NUM_FRAMES,
+} from "../lib/record/trace_format.ts";
 import { frameLayout } from "../support/types.ts";
 import { buildWorkload, tracingTest } from "./helpers.ts";
 import { mapInfo } from "./kernel/bpf_info.ts";
@@ -135,4 +141,32 @@ Deno.test(tracingTest("Tracer.close() ends a pending wait at once", async () => 
   tracer.close();
   assert.equal(await waiting, false);
   assert.ok(performance.now() - started < 1000, "close() did not end the wait");
+}));
+
+Deno.test(tracingTest("a record the host cannot handle is released, not delivered again", async () => {
+  const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
+  const workload = new Deno.Command(chain, { args: ["1"] }).spawn();
+  using tracer = Tracer.start({ frequencyHz: 199, pids: [workload.pid as Pid] });
+  await workload.status;
+  tracer.stopSampling();
+  const ktimes = (seen: number[]) => ({
+    onRecord(view: DataView, offset: number) {
+      seen.push(Number(view.getBigUint64(offset + RECORD_KTIME, true)));
+    },
+  });
+  // The third record throws, as a handler failing on one bad record would.
+  const first: number[] = [];
+  const failing = ktimes(first);
+  const throwing = {
+    onRecord(view: DataView, offset: number, length: number) {
+      failing.onRecord(view, offset);
+      if (first.length === 3) throw new Error("cannot handle this record");
+    },
+  };
+  assert.throws(() => tracer.drain(throwing), /cannot handle this record/);
+  const rest: number[] = [];
+  tracer.drain(ktimes(rest));
+  assert.ok(rest.length >= 50, `${rest.length} records after the failing one`);
+  assert.equal(first.length, 3);
+  for (const ktime of first) assert.ok(!rest.includes(ktime), "a record came back");
 }));

@@ -83,7 +83,9 @@ export class RingBufferReader {
 
   /**
    * Hands every complete record to `sink`, then releases their space to the kernel. Stops at a record
-   * still being written, or after `maxBytes`. Returns the number of records delivered.
+   * still being written, or after `maxBytes`. Returns the number of records delivered. When `sink` throws,
+   * the records before and the one it threw on are released (a record that cannot be handled must not
+   * come back in every later drain), and the error is rethrown; the rest wait for the next drain.
    */
   drain(sink: RecordSink, maxBytes = Infinity): number {
     // Positions are u64 but stay far below 2^53 (that is petabytes of traffic), so numbers are exact.
@@ -94,18 +96,21 @@ export class RingBufferReader {
     const mask = this.#mask;
     let position = start;
     let records = 0;
-    while (position < producer && position - start < maxBytes) {
-      const offset = position & mask;
-      const header = view.getUint32(offset, true);
-      if (header & BUSY_BIT) break;
-      const length = header & ~(BUSY_BIT | DISCARD_BIT);
-      if (!(header & DISCARD_BIT)) {
-        sink.onRecord(view, offset + HEADER_SIZE, length);
-        records++;
+    try {
+      while (position < producer && position - start < maxBytes) {
+        const offset = position & mask;
+        const header = view.getUint32(offset, true);
+        if (header & BUSY_BIT) break;
+        const length = header & ~(BUSY_BIT | DISCARD_BIT);
+        position += (length + HEADER_SIZE + 7) & ~7;
+        if (!(header & DISCARD_BIT)) {
+          records++;
+          sink.onRecord(view, offset + HEADER_SIZE, length);
+        }
       }
-      position += (length + HEADER_SIZE + 7) & ~7;
+    } finally {
+      if (position !== start) Atomics.store(this.#consumerPos, 0, BigInt(position));
     }
-    if (position !== start) Atomics.store(this.#consumerPos, 0, BigInt(position));
     return records;
   }
 

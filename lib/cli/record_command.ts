@@ -197,6 +197,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       samples: result.samples,
       distinctStacks: stacks,
       lost,
+      failedRecords: result.failedRecords,
       stoppedBy: result.stoppedBy,
       firstSampleMs: result.firstSampleMs,
       firstSampleKtimeNs: result.firstSampleKtimeNs,
@@ -205,6 +206,11 @@ export async function recordCommand(argv: string[]): Promise<number> {
       unwinding: result.unwindStats,
     };
     writeOutput(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
+  }
+  if (result.failedRecords > 0) {
+    status.note(
+      `${result.failedRecords} records could not be handled and were skipped (see the error above)`,
+    );
   }
   if (result.commandExitCode !== null && result.commandExitCode !== 0) {
     status.note(`the command exited with code ${result.commandExitCode}`);

@@ -47,6 +47,8 @@ export interface RecorderProgress {
 const DRAIN_INTERVAL_MS = 1000;
 // Under a storm of process events, drains still happen at most this often.
 const MIN_WAKEUP_GAP_MS = 2;
+/** Records that fail in one drain before the rest waits for the next one. */
+const MAX_DRAIN_ATTEMPTS = 64;
 /** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
 const TRIE_ENTRY_BYTES = 72;
 
@@ -66,6 +68,7 @@ export class Recorder {
   #kernel: KernelSymbols | null | undefined;
   #kernelNames: BpfKernelNames | null;
   #closed = false;
+  #failedRecords = 0;
 
   private constructor(
     tracer: Tracer,
@@ -114,6 +117,11 @@ export class Recorder {
     return this.#table.samples;
   }
 
+  /** Records skipped because handling them failed (see {@linkcode drain}). */
+  get failedRecords(): number {
+    return this.#failedRecords;
+  }
+
   /** ms from the start of set-up to the first sample drained, or null. */
   get firstSampleMs(): number | null {
     return this.#firstSampleMs;
@@ -140,9 +148,25 @@ export class Recorder {
     }
   }
 
-  /** Moves what BPF has recorded into the stack table. Runs by itself; call it to catch up now. */
+  /**
+   * Moves what BPF has recorded into the stack table. Runs by itself; call it to catch up now. A record
+   * that cannot be handled (a bug, a kernel map that refuses an update) is counted, reported once and
+   * skipped: the session and the rest of its samples go on.
+   */
   drain(): void {
-    this.tracer.drain(this.#table);
+    for (let attempt = 0;; attempt++) {
+      try {
+        this.tracer.drain(this.#table);
+        break;
+      } catch (error) {
+        this.#failedRecords++;
+        if (this.#failedRecords === 1) {
+          logger.error("Cannot handle a record ({error}); skipping it and any others that fail", { error });
+        }
+        // The ring buffer released the failing record; what follows it is drained by the next attempt.
+        if (attempt >= MAX_DRAIN_ATTEMPTS) break;
+      }
+    }
     this.#table.endDrain();
     if (this.#firstSampleMs === null && this.#table.samples > 0) {
       this.#firstSampleMs = performance.now() - this.#setupStart;

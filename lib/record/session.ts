@@ -48,6 +48,8 @@ export interface SessionResult {
   metrics: TracerMetrics;
   /** Samples received by the host. */
   samples: number;
+  /** Records the host could not handle and skipped (each a sample or a process event). */
+  failedRecords: number;
   /** Exit code of the spawned command, if any. */
   commandExitCode: number | null;
   /** Why the session ended ("exited": every process in `pids` has exited). */
@@ -112,6 +114,7 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
       profile: recorder.takeProfile(),
       metrics: recorder.metrics(),
       samples: recorder.samples,
+      failedRecords: recorder.failedRecords,
       commandExitCode,
       stoppedBy,
       firstSampleMs: recorder.firstSampleMs,

@@ -9,6 +9,9 @@ import type { Address, Pid } from "../lib/types.ts";
 import { NativeUnwinding } from "../lib/unwind/native_unwinding.ts";
 import { UnwindProgram } from "../support/types.ts";
 import { tracingTest } from "./helpers.ts";
+import { BpfObject } from "../lib/bpf/object.ts";
+import { bpfObjectBytes } from "../support/bpf_object.ts";
+import { KERNEL_NAMES_PROGRAM } from "../lib/symbolize/bpf_kernel_names.ts";
 
 Deno.test(tracingTest("a process read again writes only its changed mappings to the trie", () => {
   using tracer = Tracer.start({ frequencyHz: 99, paused: true });
@@ -99,3 +102,42 @@ Deno.test(
     interpreted.onExit(pid);
   }),
 );
+
+Deno.test(tracingTest("full BPF maps leave processes and files to frame pointers, and nothing throws", () => {
+  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  // Room for one process, three trie entries and two pages of stack deltas.
+  object.map("known_pids").setMaxEntries(1);
+  object.map("pid_page_to_mapping_info").setMaxEntries(3);
+  object.map("stack_delta_page_to_info").setMaxEntries(2);
+  object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
+  object.load();
+  const unwinding = new NativeUnwinding(object, () => UnwindProgram.Native);
+  let mappings: readonly ResolvedMapping[] = [];
+  using processes = new ProcessManager({
+    listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
+  });
+  processes.preloadProcess(Deno.pid as Pid);
+  const pids = [0x3fff_fff0 as Pid, 0x3fff_fff1 as Pid];
+  for (const pid of pids) unwinding.onMappings(pid, mappings);
+  assert.ok(unwinding.stats.mappingsNotInstalled > 0, "the trie ran out of room");
+  const libc = mappings.find((mapping) => /\/libc\.so\.6$/.test(mapping.path))!;
+  const id = unwinding.idOf(libc.file)!;
+  for (const share of [0.1, 0.3, 0.5, 0.7]) {
+    unwinding.onFileNeeded(id, libc.fileOffset + Math.floor((libc.end - libc.start) * share));
+  }
+  assert.ok(unwinding.stats.filesFailed > 0, "pages past the map's room failed");
+  for (const pid of pids) unwinding.onExit(pid);
+  assert.equal(unwinding.stats.trieEntries, 0, "no partly installed mapping was left in the trie");
+
+  // A file whose pages do not all fit is not loaded at all: the two it wrote are taken back, so a small
+  // library fits afterwards.
+  unwinding.onMappings(pids[0]!, mappings);
+  const failed = unwinding.stats.filesFailed;
+  unwinding.onPreload(libc.file);
+  assert.equal(unwinding.stats.filesFailed, failed + 1, "libc's 20-odd pages did not fit");
+  const small = mappings.find((mapping) => /\/lib(dl|pthread|rt)\.so/.test(mapping.path));
+  assert.ok(small !== undefined, "this process maps a small glibc stub library");
+  unwinding.onPreload(small.file);
+  assert.equal(unwinding.stats.filesFailed, failed + 1, `${small.path} fits`);
+  unwinding.onExit(pids[0]!);
+}));

@@ -19,6 +19,7 @@ import { getLogger } from "../log/logger.ts";
 import type { BpfMap } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
 import { u32Key, u64Key } from "../bpf/map.ts";
+import { LibbpfError } from "../bpf/libbpf.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
@@ -31,6 +32,9 @@ import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile
 import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
+/** What a full hash map (E2BIG) and a full LPM trie (ENOSPC) answer an update with. */
+const E2BIG = 7;
+const ENOSPC = 28;
 const PF_X = 1;
 const USER_SPACE_END = 2 ** 47;
 const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
@@ -87,6 +91,8 @@ export interface NativeUnwindingStats {
   /** Pages loaded alone, of files loaded page by page. */
   pagesLoaded: number;
   filesFailed: number;
+  /** Mappings left out of the pid/page trie (it was full, or refused them): they unwind by frame pointers. */
+  mappingsNotInstalled: number;
   /** Bytes of BPF map memory for stack deltas. */
   deltaBytes: number;
   /** Entries in the pid/page trie. */
@@ -111,6 +117,8 @@ export class NativeUnwinding implements ProcessListener {
   #installed = new Map<Pid, Installed[]>();
   #nextId = 1;
   #filesFailed = 0;
+  #mappingsNotInstalled = 0;
+  readonly #fullMaps = new Set<string>();
   #loadMs = 0;
 
   #unwindProgramOf: (file: MappedFile) => number;
@@ -150,6 +158,7 @@ export class NativeUnwinding implements ProcessListener {
       filesLoaded: this.#tablesLoaded,
       pagesLoaded: this.#pagesLoaded,
       filesFailed: this.#filesFailed,
+      mappingsNotInstalled: this.#mappingsNotInstalled,
       deltaBytes: this.#deltaMaps.bytes,
       trieEntries: this.#trie.entries,
       trieWrites: this.#trie.writes,
@@ -212,16 +221,33 @@ export class NativeUnwinding implements ProcessListener {
         );
         next.push({ ...entry, prefixes });
       } catch (error) {
-        logger.warn("Cannot install mapping {path} of {pid}: {error}", {
-          path,
-          pid,
-          error: String(error),
-        });
+        if (!this.#reportedFull("BPF map pid_page_to_mapping_info", error)) {
+          logger.warn("Cannot install mapping {path} of {pid}: {error}", { path, pid, error: String(error) });
+        }
+        this.#mappingsNotInstalled++;
         if (entry.file) this.#release(entry.file);
       }
     }
     this.#installed.set(pid, next);
-    this.#knownPids.update(u32Key(pid), new Uint8Array([1]));
+    try {
+      this.#knownPids.update(u32Key(pid), new Uint8Array([1]));
+    } catch (error) {
+      // Unmarked, BPF reports the process again now and then, and it is read again: slower, not wrong.
+      if (!this.#reportedFull("BPF map known_pids", error)) throw error;
+    }
+  }
+
+  /**
+   * Whether `error` is a kernel map refusing an update because it is full; warns once per map. Its
+   * processes or mappings then unwind by frame pointers, and the session goes on.
+   */
+  #reportedFull(map: string, error: unknown): boolean {
+    if (!(error instanceof LibbpfError) || (error.errno !== E2BIG && error.errno !== ENOSPC)) return false;
+    if (!this.#fullMaps.has(map)) {
+      this.#fullMaps.add(map);
+      logger.warn("{map} is full: samples of what does not fit unwind by frame pointers", { map });
+    }
+    return true;
   }
 
   /**
@@ -421,6 +447,8 @@ export class NativeUnwinding implements ProcessListener {
   /** Counts a file (or page) whose tables cannot be used, and warns with `message`. */
   #failed(message: string, file: MappedFile, error: unknown, properties: Record<string, unknown> = {}): void {
     this.#filesFailed++;
+    // A full table map fails every file after: one warning says it.
+    if (this.#reportedFull("A BPF map of the unwind tables", error)) return;
     logger.warn(message, {
       ...properties,
       path: file.path,

@@ -44,7 +44,11 @@ export class PidPageMappings {
     this.#generation = generation;
   }
 
-  /** Maps [start, end) of `pid` to `fileId` with `bias` and `unwindProgram`; returns the prefixes used. */
+  /**
+   * Maps [start, end) of `pid` to `fileId` with `bias` and `unwindProgram`; returns the prefixes used.
+   * When the trie refuses one (it is full), the prefixes already written are removed again and the error
+   * is thrown: a mapping is installed whole or not at all, and nothing is left that no one would delete.
+   */
   install(
     pid: Pid,
     start: number,
@@ -55,11 +59,18 @@ export class PidPageMappings {
   ): Prefix[] {
     const prefixes = prefixesForRange(start, end, ADDRESS_BITS);
     this.#setValue(start, end, fileId, bias, unwindProgram);
-    for (const prefix of prefixes) {
-      this.#setKey(pid, prefix);
-      this.#map.update(this.#key, this.#value);
-      this.entries++;
-      this.writes++;
+    let written = 0;
+    try {
+      for (const prefix of prefixes) {
+        this.#setKey(pid, prefix);
+        this.writes++;
+        this.#map.update(this.#key, this.#value);
+        this.entries++;
+        written++;
+      }
+    } catch (error) {
+      this.remove(pid, prefixes.slice(0, written));
+      throw error;
     }
     return prefixes;
   }

@@ -84,6 +84,7 @@ export class StackDeltaMaps {
       this.#flushed = this.#registered;
     }
     const size = 2 ** deltas.bucket;
+    const outer = this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`);
     const inner = createMap(
       BPF_MAP_TYPE_ARRAY,
       `deltas_${fileId}`,
@@ -101,12 +102,11 @@ export class StackDeltaMaps {
       writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
       const value = new Uint8Array(4);
       new DataView(value.buffer).setUint32(0, inner, true);
-      this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).update(u64Key(rowsId), value);
+      outer.update(u64Key(rowsId), value);
     } finally {
       // The outer map holds the array now.
       libc().fn.close(inner);
     }
-    this.bytes += size * ARRAY_ELEMENT_SIZE;
     const pages = this.#object.map("stack_delta_page_to_info");
     const key = new Uint8Array(stackDeltaPageKeyLayout.sizeof);
     const keyView = new DataView(key.buffer);
@@ -115,13 +115,26 @@ export class StackDeltaMaps {
     writeU64(keyView, stackDeltaPageKeyLayout.file_id.offset, fileId);
     infoView.setUint16(stackDeltaPageInfoLayout.map_id.offset, deltas.bucket, true);
     infoView.setUint32(stackDeltaPageInfoLayout.rows_id.offset, rowsId, true);
-    for (let i = 0; i < deltas.pages.length; i++) {
-      writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
-      infoView.setUint32(stackDeltaPageInfoLayout.first_delta.offset, deltas.pageFirst[i]!, true);
-      infoView.setUint16(stackDeltaPageInfoLayout.num_deltas.offset, deltas.pageCount[i]!, true);
-      pages.update(key, info);
+    let written = 0;
+    try {
+      for (; written < deltas.pages.length; written++) {
+        writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[written]!);
+        infoView.setUint32(stackDeltaPageInfoLayout.first_delta.offset, deltas.pageFirst[written]!, true);
+        infoView.setUint16(stackDeltaPageInfoLayout.num_deltas.offset, deltas.pageCount[written]!, true);
+        pages.update(key, info);
+      }
+    } catch (error) {
+      // All or nothing (the page map is full): what was written would be owned by no one, and the rows
+      // array would hold its kernel memory until the session ends.
+      for (let i = 0; i < written; i++) {
+        writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
+        pages.delete(key);
+      }
+      outer.delete(u64Key(rowsId));
+      throw error;
     }
-    this.bytes += deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
+    this.bytes += size * ARRAY_ELEMENT_SIZE +
+      deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }
 
   /** Removes deltas loaded with {@linkcode load} (their rules stay in the shared array). */

@@ -83,34 +83,53 @@ export function checkWritable(path: string): void {
     Deno.writeFileSync(temporary, new Uint8Array(0), { createNew: true, mode: 0o644 });
     Deno.removeSync(temporary);
   } catch (error) {
-    const folder = parentDir(target.path);
-    const reason = error instanceof Deno.errors.NotFound
-      ? target.kind === "file" ? `folder ${folder} does not exist` : "it does not exist"
-      : error instanceof Deno.errors.PermissionDenied
-      ? target.kind === "file" ? `no permission to write in ${folder}` : "no permission to write it"
-      : error instanceof Error
-      ? error.message
-      : String(error);
-    throw new Error(`Cannot write the profile to ${path}: ${reason}`);
+    throw writeError(path, target, error);
   }
 }
 
-/** Writes `data` to `path` as {@linkcode outputKind} says: a regular file holds either the old or the new. */
+/** An Error whose message says, for the user, why `path` could not be written. */
+function writeError(path: string, target: { kind: OutputKind; path: string }, error: unknown): Error {
+  const folder = parentDir(target.path);
+  const reason = error instanceof Deno.errors.NotFound
+    ? target.kind === "file" ? `folder ${folder} does not exist` : "it does not exist"
+    : error instanceof Deno.errors.PermissionDenied
+    ? target.kind === "file" ? `no permission to write in ${folder}` : "no permission to write it"
+    : error instanceof Error
+    ? error.message
+    : String(error);
+  return new Error(`Cannot write the profile to ${path}: ${reason}`, { cause: error });
+}
+
+/**
+ * Writes `data` to `path` as {@linkcode outputKind} says: a regular file holds either the old or the new.
+ *
+ * @throws {Error} "Cannot write the profile to PATH: reason" (the folder was removed while recording, the
+ *   disk is full, ...).
+ */
 export function writeOutput(path: string, data: Uint8Array | string): void {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
   const target = outputKind(path);
-  if (target.kind === "stdout") {
-    for (let written = 0; written < bytes.length;) written += Deno.stdout.writeSync(bytes.subarray(written));
-    return;
+  try {
+    if (target.kind === "stdout") {
+      for (let written = 0; written < bytes.length;) {
+        written += Deno.stdout.writeSync(bytes.subarray(written));
+      }
+    } else if (target.kind === "in place") {
+      Deno.writeFileSync(target.path, bytes);
+    } else {
+      writeReplacing(target.path, bytes);
+    }
+  } catch (error) {
+    throw writeError(path, target, error);
   }
-  if (target.kind === "in place") {
-    Deno.writeFileSync(target.path, bytes);
-    return;
-  }
-  const temporary = temporaryPath(target.path);
+}
+
+/** Writes a temporary file beside `absolute` and renames it over `absolute`. */
+function writeReplacing(absolute: string, bytes: Uint8Array): void {
+  const temporary = temporaryPath(absolute);
   try {
     Deno.writeFileSync(temporary, bytes, { mode: 0o644 });
-    Deno.renameSync(temporary, target.path);
+    Deno.renameSync(temporary, absolute);
   } catch (error) {
     try {
       Deno.removeSync(temporary);

@@ -74,3 +74,18 @@ Deno.test("checkWritable() names the problem", () => {
     assert.deepEqual([...Deno.readDirSync(dir)], []);
   });
 });
+
+Deno.test("writeOutput() says why it could not write, and leaves nothing behind", () => {
+  inTempDir((dir) => {
+    const path = `${dir}/gone/profile.folded`;
+    Deno.mkdirSync(`${dir}/gone`);
+    checkWritable(path);
+    // The folder is removed while the profile is being recorded.
+    Deno.removeSync(`${dir}/gone`);
+    assert.throws(
+      () => writeOutput(path, "main 1\n"),
+      /^Error: Cannot write the profile to .*: folder .* does not exist/,
+    );
+    assert.deepEqual([...Deno.readDirSync(dir)], []);
+  });
+});

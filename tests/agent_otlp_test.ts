@@ -549,3 +549,35 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(agentTest("the agent logs its start and each interval without OMNIPROF_LOG", async () => {
+  const dir = tempDir();
+  try {
+    const env = { ...Deno.env.toObject(), ...DENO_RUN_ENV };
+    delete env.OMNIPROF_LOG;
+    const child = new Deno.Command(Deno.execPath(), {
+      args: omniprofArgs(["agent", "--pprof-dir", dir, "--interval", "1"]),
+      cwd: REPO_ROOT,
+      env,
+      clearEnv: true,
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const stderr = (async () => {
+      let text = "";
+      for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+        text += chunk;
+        if (/interval 2 from/.test(text)) child.kill("SIGTERM");
+      }
+      return text;
+    })();
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    const [text] = await Promise.all([stderr, child.status]);
+    clearTimeout(timer);
+    assert.match(text, /INF omniprof·agent sampling all CPUs at 20 Hz; a profile every 1 s to /);
+    assert.match(text, /interval 1 from \S+: \d+ samples of \d+ processes, wrote /);
+    assert.match(text, /stopped after \d+ intervals/);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));

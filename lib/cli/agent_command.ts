@@ -6,6 +6,7 @@
  * @module
  */
 import { libbpf } from "../bpf/libbpf.ts";
+import { configureLogging } from "../log/logger.ts";
 import { runAgent } from "../agent/agent.ts";
 import {
   createExporter,
@@ -184,6 +185,8 @@ export async function agentCommand(argv: string[]): Promise<number> {
     throw error;
   }
   preflight(args);
+  // A service logs what it does: its start, each interval, each failed export (OMNIPROF_LOG still rules).
+  if (Deno.env.get("OMNIPROF_LOG") === undefined) configureLogging({ level: "info" });
 
   const exporter: ProfileExporter | null = args.endpoint === null ? null : createExporter({
     endpoint: args.endpoint,

@@ -35,18 +35,19 @@ const SPECIAL_TREES = ["/dev/", "/proc/"];
 export function outputKind(path: string): { kind: OutputKind; path: string } {
   if (path === STDOUT_PATH) return { kind: "stdout", path };
   let absolute = absolutePath(path);
-  for (let hops = 0;; hops++) {
+  // Twice at most: the path, then (for a link) the file it finally resolves to.
+  for (let resolved = false;; resolved = true) {
     if (SPECIAL_TREES.some((tree) => absolute.startsWith(tree))) return { kind: "in place", path: absolute };
     let info: Deno.FileInfo;
     try {
       info = Deno.lstatSync(absolute);
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) return { kind: "file", path: absolute };
-      throw error;
+    } catch {
+      // Missing (or its folder unreadable): a new file, and the check says what is wrong, if anything.
+      return { kind: "file", path: absolute };
     }
     if (info.isDirectory) throw new Error(`Cannot write the profile to ${path}: it is a directory`);
     if (info.isFile) return { kind: "file", path: absolute };
-    if (!info.isSymlink || hops >= 40) return { kind: "in place", path: absolute };
+    if (!info.isSymlink || resolved) return { kind: "in place", path: absolute };
     try {
       absolute = Deno.realPathSync(absolute);
     } catch {

@@ -158,7 +158,7 @@ Deno.test(tracingTest("a record the host cannot handle is released, not delivere
   const first: number[] = [];
   const failing = ktimes(first);
   const throwing = {
-    onRecord(view: DataView, offset: number, length: number) {
+    onRecord(view: DataView, offset: number) {
       failing.onRecord(view, offset);
       if (first.length === 3) throw new Error("cannot handle this record");
     },

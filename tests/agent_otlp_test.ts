@@ -552,6 +552,9 @@ Deno.test(
 
 Deno.test(agentTest("the agent logs its start and each interval without OMNIPROF_LOG", async () => {
   const dir = tempDir();
+  // Busy, so that every interval has samples: an interval without any is not written, nor logged.
+  const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+  const workload = new Deno.Command(chain, { args: ["60"], stdout: "null" }).spawn();
   try {
     const env = { ...Deno.env.toObject(), ...DENO_RUN_ENV };
     delete env.OMNIPROF_LOG;
@@ -565,9 +568,14 @@ Deno.test(agentTest("the agent logs its start and each interval without OMNIPROF
     }).spawn();
     const stderr = (async () => {
       let text = "";
+      let stopping = false;
       for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
         text += chunk;
-        if (/interval 2 from/.test(text)) child.kill("SIGTERM");
+        // Once: a second signal makes the agent exit without its summary.
+        if (!stopping && /interval \d+ from/.test(text)) {
+          stopping = true;
+          child.kill("SIGTERM");
+        }
       }
       return text;
     })();
@@ -575,9 +583,11 @@ Deno.test(agentTest("the agent logs its start and each interval without OMNIPROF
     const [text] = await Promise.all([stderr, child.status]);
     clearTimeout(timer);
     assert.match(text, /INF omniprof·agent sampling all CPUs at 20 Hz; a profile every 1 s to /);
-    assert.match(text, /interval 1 from \S+: \d+ samples of \d+ processes, wrote /);
+    assert.match(text, /interval \d+ from \S+: \d+ samples of \d+ processes, wrote /);
     assert.match(text, /stopped after \d+ intervals/);
   } finally {
+    workload.kill();
+    await workload.status;
     Deno.removeSync(dir, { recursive: true });
   }
 }));

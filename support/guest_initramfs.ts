@@ -120,14 +120,9 @@ export async function findLibrary(soname: string): Promise<string> {
     const match = line.match(/^\s*(\S+) \((.*)\) => (\S+)$/);
     if (match && match[1] === soname && /x86-64/.test(match[2]!)) return match[3]!;
   }
-  for (const dir of ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib"]) {
-    try {
-      Deno.statSync(`${dir}/${soname}`);
-      return `${dir}/${soname}`;
-    } catch {
-      // look further
-    }
-  }
+  const found = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib"]
+    .map((dir) => `${dir}/${soname}`).find(isFile);
+  if (found !== undefined) return found;
   throw new Error(`Cannot find ${soname} on this machine (apt-get install libbpf1)`);
 }
 

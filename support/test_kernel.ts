@@ -25,6 +25,7 @@ import { buildWorkload, REPO_ROOT } from "../tests/helpers.ts";
 import { ConsoleParser, type GuestReport, type GuestTest, reportFailure } from "./console_markers.ts";
 import { baseFiles, buildInitramfs, findLibrary, type GuestFile, type Initramfs } from "./guest_initramfs.ts";
 import { chainScript } from "../lib/interpreter/python/test_processes.ts";
+import { isFile } from "../lib/sys/files.ts";
 
 const WORK_DIR = `${REPO_ROOT}.build/test-kernel/`;
 const BROKEN_VARIANT = "OMNIPROF_BROKEN_FOR_TEST";
@@ -243,14 +244,6 @@ export async function runGuest(
   return { report: parser.report(), console: text, timedOut, seconds: (performance.now() - started) / 1000 };
 }
 
-function findFile(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
-}
-
 function formatTest(test: GuestTest, width: number): string {
   return `  ${test.status.padEnd(4)}  ${test.name.padEnd(width)}  ${test.detail}`;
 }
@@ -310,7 +303,7 @@ if (import.meta.main) {
     if (options.gdb) {
       // Debian's images are stripped; their symbols come with `fetch-kernel VERSION --dbg`.
       const debug = image.path.replace(/vmlinux$/, "vmlinux-dbg");
-      const symbols = debug !== image.path && findFile(debug) ? debug : image.path;
+      const symbols = debug !== image.path && isFile(debug) ? debug : image.path;
       say("qemu waits for gdb on localhost:1234 (no timeout); in another shell:");
       say(`  gdb ${symbols} -ex 'target remote localhost:1234'    then: break do_check, continue`);
       if (symbols === image.path && image.info?.origin === "debian") {

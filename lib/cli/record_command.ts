@@ -15,6 +15,7 @@ import { processRunning } from "../process/liveness.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
+import { isFile } from "../sys/files.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
@@ -45,14 +46,7 @@ function findExecutable(name: string): string | undefined {
   const candidates = name.includes("/")
     ? [name]
     : (Deno.env.get("PATH") ?? "/usr/bin:/bin").split(":").map((dir) => `${dir}/${name}`);
-  for (const candidate of candidates) {
-    try {
-      if (Deno.statSync(candidate).isFile) return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+  return candidates.find(isFile);
 }
 
 /**
@@ -74,16 +68,8 @@ function programFiles(name: string, depth = 0): string[] {
   try {
     const { needed, searchPaths } = dynamicInfo(elf);
     for (const library of needed) {
-      for (const dir of [...searchPaths, ...DEFAULT_LIBRARY_DIRS]) {
-        try {
-          if (Deno.statSync(`${dir}/${library}`).isFile) {
-            files.push(`${dir}/${library}`);
-            break;
-          }
-        } catch {
-          // not in this folder
-        }
-      }
+      const found = [...searchPaths, ...DEFAULT_LIBRARY_DIRS].map((dir) => `${dir}/${library}`).find(isFile);
+      if (found !== undefined) files.push(found);
     }
   } catch {
     // no usable dynamic section: the libraries are found when they run

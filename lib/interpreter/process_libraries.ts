@@ -13,6 +13,7 @@
  * @module
  */
 import { parseProcMaps, type ProcMapping } from "../process/proc_maps.ts";
+import { isFile } from "../sys/files.ts";
 import type { Pid } from "../types.ts";
 
 /** A library as one process maps it. */
@@ -48,13 +49,7 @@ export function findProcessLibraries(pid: Pid, procRoot = "/proc"): ProcessLibra
     if (mapping === undefined) return null;
     const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
     const candidates = [`${procRoot}/${pid}/map_files/${range}`, `${procRoot}/${pid}/root${mapping.path}`];
-    const openPath = candidates.find((candidate) => {
-      try {
-        return Deno.statSync(candidate).isFile;
-      } catch {
-        return false;
-      }
-    }) ?? mapping.path;
+    const openPath = candidates.find(isFile) ?? mapping.path;
     return { path: mapping.path, openPath, mapping };
   };
   return { libc: find(LIBC), loader: find(LOADER) };

@@ -6,6 +6,7 @@
  */
 
 import { VMLINUX_BTF_PATH } from "../kernel_btf.ts";
+import { isFile } from "../../sys/files.ts";
 
 /** Directory holding the C fixtures. */
 export const TESTDATA_DIR = new URL(".", import.meta.url).pathname;
@@ -59,14 +60,10 @@ export async function run(cmd: string, args: string[], stdin?: string): Promise<
  * as "Ignoring WHAT: ...".
  */
 export function kernelBtfMissing(what: string): string | undefined {
-  try {
-    Deno.statSync(VMLINUX_BTF_PATH);
-    return undefined;
-  } catch {
-    const reason = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
-    console.log(`Ignoring ${what}: ${reason}`);
-    return reason;
-  }
+  if (isFile(VMLINUX_BTF_PATH)) return undefined;
+  const reason = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
+  console.log(`Ignoring ${what}: ${reason}`);
+  return reason;
 }
 
 /** Runs `body` with `bytes` in a temporary file (a `.btf` name), which is removed afterwards. */

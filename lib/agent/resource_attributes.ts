@@ -23,6 +23,7 @@ import type { OtlpAttributes, OtlpValue } from "../output/otlp.ts";
 import type { Profile } from "../profile/profile.ts";
 import { processNames } from "../profile/process_names.ts";
 import { readContainerId } from "./container_id.ts";
+import { statFields } from "../process/proc_stat.ts";
 
 /** What was read about one process. */
 export interface ProcessInfo {
@@ -123,11 +124,6 @@ export function readStartTicks(procRoot: string, pid: number): number {
   } catch {
     return -1;
   }
-  // The name (field 2) is in parentheses and may contain spaces and parentheses: fields restart after
-  // the last ')'.
-  const close = text.lastIndexOf(")");
-  if (close < 0) return -1;
-  const fields = text.slice(close + 2).split(" ");
-  const value = Number(fields[19]);
+  const value = Number(statFields(text)?.[19]);
   return Number.isSafeInteger(value) ? value : -1;
 }

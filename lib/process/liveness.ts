@@ -11,6 +11,8 @@
  * @module
  */
 
+import { statFields } from "./proc_stat.ts";
+
 /**
  * True while process `pid` exists and has not exited. (A PID reused by a new process reads as running:
  * a check a second apart makes that unlikely, and it only keeps a session going.)
@@ -22,7 +24,6 @@ export function processRunning(pid: number): boolean {
   } catch {
     return false;
   }
-  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so the state follows the last ")".
-  const state = stat[stat.lastIndexOf(")") + 2];
+  const state = statFields(stat)?.[0];
   return state !== undefined && state !== "Z" && state !== "X" && state !== "x";
 }

@@ -18,6 +18,7 @@
 import { parseArgs } from "node:util";
 import { DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "../helpers.ts";
 import { onlineCpus } from "../../lib/sys/cpus.ts";
+import { statFields } from "../../lib/process/proc_stat.ts";
 import { enableBpfStats } from "./bpf_programs.ts";
 import { processCpuSeconds, systemCpu } from "./system_cpu.ts";
 import { type Peer, PEERS, signalTree, timeMissing } from "./peers.ts";
@@ -170,9 +171,7 @@ class Cleanup {
 
 function parentOf(pid: number): number | null {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    // The command name in parentheses may hold spaces: the fields after it are fixed.
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    return Number(statFields(Deno.readTextFileSync(`/proc/${pid}/stat`))?.[1]);
   } catch {
     return null;
   }

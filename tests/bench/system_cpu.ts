@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { statFields } from "../../lib/process/proc_stat.ts";
 
 /** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux architecture the tools run on). */
 export const USER_HZ = 100;
@@ -47,10 +48,9 @@ export function systemCpu(): SystemCpu {
 
 /** Parses utime + stime (seconds) from /proc/PID/stat text. */
 export function parsePidStatCpu(text: string): number {
-  // The command name in parentheses may hold spaces or parentheses: count fields after the last ")".
-  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
+  const fields = statFields(text);
+  const utime = Number(fields?.[11]);
+  const stime = Number(fields?.[12]);
   if (!Number.isFinite(utime) || !Number.isFinite(stime) || utime < 0 || stime < 0) {
     throw new RangeError(
       `Cannot parse /proc/PID/stat: no utime and stime in ${JSON.stringify(text.slice(0, 200))}`,

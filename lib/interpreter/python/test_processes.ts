@@ -15,6 +15,7 @@
  * @module
  */
 import { parseProcMaps } from "../../process/proc_maps.ts";
+import { statFields } from "../../process/proc_stat.ts";
 import { asPid, type Pid } from "../../types.ts";
 import { fileIdOf } from "../../process/file_id.ts";
 import { LoaderInfo } from "../interpreter.ts";
@@ -247,8 +248,7 @@ export async function startPython(executable: string, source: string): Promise<P
 function threadStates(pid: Pid): string[] {
   const out: string[] = [];
   for (const entry of Deno.readDirSync(`/proc/${pid}/task`)) {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/task/${entry.name}/stat`);
-    out.push(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+    out.push(statFields(Deno.readTextFileSync(`/proc/${pid}/task/${entry.name}/stat`))?.[0] ?? "");
   }
   return out;
 }

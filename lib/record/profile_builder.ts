@@ -130,14 +130,11 @@ class Builder {
     const symbol = vaddr === null ? null : this.#native.symbolize(file.openPath, vaddr);
     if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
     let functionName = symbol?.functionName;
+    if (functionName === undefined && frame.signalTrampoline) functionName = "[signal trampoline]";
     if (functionName === undefined) {
       // Unnamed code is named after the start of its function (its FDE), so that its samples add up.
-      const start = vaddr === null || frame.signalTrampoline
-        ? null
-        : this.#native.functionAt(file.openPath, vaddr)?.start ?? null;
-      functionName = frame.signalTrampoline
-        ? "[signal trampoline]"
-        : formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
+      const start = vaddr === null ? undefined : this.#native.functionAt(file.openPath, vaddr)?.start;
+      functionName = formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
     }
     return { kind, mapping: mappingIndex, address: vaddr ?? lookup, functionName, sourceFile: "", line: 0 };
   }

@@ -19,7 +19,7 @@
  */
 
 import { getLogger } from "../log/logger.ts";
-import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
+import { ElfFile, type ElfFileOptions, type LoadSegment } from "../elf/elf_file.ts";
 import { baseName } from "../sys/path.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { findDebugFile, underRoot } from "./debug_file.ts";
@@ -99,7 +99,8 @@ export class NativeSymbolizer implements Disposable {
   readonly #maxFiles: number;
   readonly #maxBytes: number;
   readonly #debugDirs: readonly string[] | undefined;
-  readonly #maxSectionBytes: number | undefined;
+  /** How every file this symbolizer reads is opened. */
+  readonly #elfOptions: ElfFileOptions;
   readonly #demangle: boolean;
   readonly #cache = new Map<string, FileEntry>();
   readonly #reported = new Set<string>();
@@ -117,7 +118,9 @@ export class NativeSymbolizer implements Disposable {
     this.#maxFiles = Math.max(1, options.maxCachedFiles ?? 1024);
     this.#maxBytes = options.maxCachedBytes ?? 1024 * 1024 * 1024;
     this.#debugDirs = options.debugDirs;
-    this.#maxSectionBytes = options.maxSectionBytes;
+    this.#elfOptions = options.maxSectionBytes === undefined
+      ? {}
+      : { maxSectionBytes: options.maxSectionBytes };
     this.#demangle = options.demangle ?? true;
   }
 
@@ -174,12 +177,7 @@ export class NativeSymbolizer implements Disposable {
     if (entry.bounds === undefined) {
       entry.bounds = null;
       try {
-        using elf = ElfFile.open(
-          key,
-          this.#maxSectionBytes === undefined ? {} : {
-            maxSectionBytes: this.#maxSectionBytes,
-          },
-        );
+        using elf = ElfFile.open(key, this.#elfOptions);
         entry.bounds = FunctionBounds.read(elf);
       } catch (error) {
         this.#report(key, error);
@@ -249,11 +247,10 @@ export class NativeSymbolizer implements Disposable {
 
   #load(hostPath: string, path: string, root: string): FileEntry {
     this.#stats.filesLoaded++;
-    const options = this.#maxSectionBytes === undefined ? {} : { maxSectionBytes: this.#maxSectionBytes };
     let elf: ElfFile | undefined;
     let debug: ElfFile | undefined;
     try {
-      elf = ElfFile.open(hostPath, options);
+      elf = ElfFile.open(hostPath, this.#elfOptions);
       const sources: SymbolTableSource[] = elf.symbolSources();
       if (!sources.some((s) => s.kind === "symtab")) {
         const debugPath = findDebugFile(elf, path, {
@@ -262,7 +259,7 @@ export class NativeSymbolizer implements Disposable {
         });
         if (debugPath !== null) {
           try {
-            debug = ElfFile.open(debugPath, options);
+            debug = ElfFile.open(debugPath, this.#elfOptions);
             const extra = debug.symbolSources().filter((s) => s.kind === "symtab");
             if (extra.length > 0) this.#stats.debugFilesUsed++;
             sources.unshift(...extra);

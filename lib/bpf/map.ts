@@ -8,6 +8,9 @@ import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from ".
 import { libbpf, LibbpfError } from "./libbpf.ts";
 
 const ENOENT = 2;
+/** What a full hash map (E2BIG) and a full LPM trie (ENOSPC) answer an update with. */
+const E2BIG = 7;
+const ENOSPC = 28;
 
 /** Flags of bpf_map_update_elem. */
 export const BPF_ANY = 0;
@@ -16,6 +19,11 @@ export const BPF_EXIST = 2;
 
 /** A map creation flag: hash map elements are allocated when written, not all at creation. */
 export const BPF_F_NO_PREALLOC = 1;
+
+/** Whether `error` is a map refusing an update because it holds `max_entries` already. */
+export function isMapFull(error: unknown): boolean {
+  return error instanceof LibbpfError && (error.errno === E2BIG || error.errno === ENOSPC);
+}
 
 /** One map of a {@linkcode BpfObject}; owned by the object, which closes it. */
 export class BpfMap {

@@ -18,8 +18,7 @@
 import { getLogger } from "../log/logger.ts";
 import type { BpfMap } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
-import { u32Key, u64Key } from "../bpf/map.ts";
-import { LibbpfError } from "../bpf/libbpf.ts";
+import { isMapFull, u32Key, u64Key } from "../bpf/map.ts";
 import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { MappedFile, ProcessListener, ResolvedMapping } from "../process/process_manager.ts";
@@ -32,9 +31,6 @@ import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile
 import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
-/** What a full hash map (E2BIG) and a full LPM trie (ENOSPC) answer an update with. */
-const E2BIG = 7;
-const ENOSPC = 28;
 const PF_X = 1;
 const USER_SPACE_END = 2 ** 47;
 const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
@@ -242,7 +238,7 @@ export class NativeUnwinding implements ProcessListener {
    * processes or mappings then unwind by frame pointers, and the session goes on.
    */
   #reportedFull(map: string, error: unknown): boolean {
-    if (!(error instanceof LibbpfError) || (error.errno !== E2BIG && error.errno !== ENOSPC)) return false;
+    if (!isMapFull(error)) return false;
     if (!this.#fullMaps.has(map)) {
       this.#fullMaps.add(map);
       logger.warn("{map} is full: samples of what does not fit unwind by frame pointers", { map });

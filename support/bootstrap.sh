@@ -17,7 +17,7 @@ pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "insta
 
 # Build tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the demo
 # workload, npm fetches deno.
-packages=(clang llvm libbpf1 gcc libc6-dev)
+packages=(clang llvm libbpf1 libbpf-dev gcc libc6-dev)
 # Only for the tests (`deno task test`, CI): g++ builds the C++ workload, tmux is the terminal the live
 # `top` test drives, chromium runs the HTML flamegraph test.
 if [ "${OMNIPROF_TEST_DEPS:-0}" = 1 ] || [ "${CI:-}" = true ] || [[ " $* " == *" test "* ]]; then

@@ -6,6 +6,7 @@
  */
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
 import { V8_FLAGS } from "../support/v8_flags.ts";
+import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
 
 export { V8_FLAGS };
 
@@ -81,11 +82,24 @@ export function tracingUnavailable(): string | null {
   return null;
 }
 
-/** Options for tests that need the kernel path; prints the reason when they are skipped. */
-export function tracingTest(name: string, fn: () => void | Promise<void>): Deno.TestDefinition {
-  const reason = tracingUnavailable();
-  if (reason) console.log(`SKIP ${name}: ${reason}`);
-  return { name, ignore: reason !== null, fn, sanitizeResources: false, sanitizeOps: false };
+/**
+ * Root with a kernel that has BTF, which the kernel path needs. CI machines run as root on such kernels, so
+ * under CI=true its absence fails a test rather than skipping it.
+ */
+export function tracing(): Requirement {
+  return bootstrapped(tracingUnavailable());
+}
+
+/**
+ * A test of the kernel path, skipped (with the reason printed and recorded) when tracing or one of `more`
+ * is not available here.
+ */
+export function tracingTest(
+  name: string,
+  fn: () => void | Promise<void>,
+  ...more: Requirement[]
+): Deno.TestDefinition {
+  return requiring([tracing(), ...more], { name, fn, sanitizeResources: false, sanitizeOps: false });
 }
 
 /** Output of a CLI run. */

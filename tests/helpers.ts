@@ -30,6 +30,9 @@ export function omniprofArgs(args: string[], extraV8Flags: string[] = []): strin
 /** The repository root, with a trailing slash. */
 export const REPO_ROOT = root;
 
+/** The published .proto schemas tests decode omniprof's output with (tests/proto/README.md). */
+export const PROTO_DIR = `${root}tests/proto/`;
+
 /**
  * Compiles tests/workloads/NAME.c (gcc) or NAME.cpp (g++) with `flags` into tests/.build/NAME+VARIANT
  * (reused while neither the source nor a header of tests/workloads changed) and returns the binary's path.

@@ -108,7 +108,7 @@ export function requiring(
       ...definition,
       fn: () => {
         throw new Error(
-          `${reason} (support/bootstrap.sh provides it, so under CI=true this fails, not skips)`,
+          `${reason} (a CI machine set up by support/bootstrap.sh has this, so under CI=true the test fails)`,
         );
       },
     };

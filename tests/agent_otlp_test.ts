@@ -2,7 +2,7 @@
 // and exports to local test receivers (OTLP/HTTP and OTLP/gRPC) that decode every request with the
 // published OpenTelemetry .proto files. The receivers go down and come back; the agent must lose no
 // profile younger than its buffer limit, report what it dropped, and on SIGTERM send what it holds and
-// exit 0. Needs root and BTF, and the .proto files beside the repository; says so when it skips.
+// exit 0. Needs root and BTF; says so when it skips.
 import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
@@ -14,25 +14,12 @@ import {
   omniprofArgs,
   REPO_ROOT,
   tempDir,
-  tracingUnavailable,
+  tracingTest,
 } from "./helpers.ts";
-import {
-  decodeRequest,
-  encodeResponse,
-  type FlatSample,
-  flattenRequest,
-  otelProtoUnavailable,
-} from "./otlp_schema.ts";
+import { decodeRequest, encodeResponse, type FlatSample, flattenRequest } from "./otlp_schema.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 const GRPC_PATH = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
-
-const skip = tracingUnavailable() ?? otelProtoUnavailable();
-
-function agentTest(name: string, fn: () => Promise<void>): Deno.TestDefinition {
-  if (skip) console.log(`SKIP ${name}: ${skip}`);
-  return { name, ignore: skip !== null, fn, sanitizeResources: false, sanitizeOps: false };
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -309,7 +296,7 @@ function checkWorkloadExport(
 }
 
 Deno.test(
-  agentTest(
+  tracingTest(
     "agent exports over OTLP/HTTP, survives the endpoint going down, and drains on SIGTERM",
     async () => {
       const workload = await startWorkload(60);
@@ -419,7 +406,7 @@ Deno.test(
 );
 
 Deno.test(
-  agentTest(
+  tracingTest(
     "agent exports over OTLP/gRPC, retries UNAVAILABLE, and sends what it holds on SIGTERM",
     async () => {
       const workload = await startWorkload(60);
@@ -499,7 +486,7 @@ Deno.test(
 );
 
 Deno.test(
-  agentTest("agent --pprof-dir writes each interval as a pprof file, without a collector", async () => {
+  tracingTest("agent --pprof-dir writes each interval as a pprof file, without a collector", async () => {
     const workload = await startWorkload(30);
     const dir = tempDir();
     const agent = new AgentProcess(["--pprof-dir", dir, "--interval", "0.5", "-F", "49"]);
@@ -550,7 +537,7 @@ Deno.test(
   }),
 );
 
-Deno.test(agentTest("the agent logs its start and each interval without OMNIPROF_LOG", async () => {
+Deno.test(tracingTest("the agent logs its start and each interval without OMNIPROF_LOG", async () => {
   const dir = tempDir();
   // Busy, so that every interval has samples: an interval without any is not written, nor logged.
   const chain = await buildWorkload("chain", FP_FLAGS, "-fp");

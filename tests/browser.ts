@@ -7,6 +7,7 @@
  */
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { REPO_ROOT } from "./helpers.ts";
+import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
 
 /** Where Debian's chromium package puts the browser. */
 export const CHROMIUM_PATH = "/usr/bin/chromium";
@@ -14,25 +15,30 @@ export const CHROMIUM_PATH = "/usr/bin/chromium";
 /** Where tests keep screenshots (git-ignored). */
 export const ARTIFACTS_DIR = `${REPO_ROOT}tests/.artifacts/`;
 
-/** Why the browser tests cannot run here, or null when they can. */
-export function chromiumUnavailable(): string | null {
+/** Chromium, which support/bootstrap.sh installs for the tests. */
+export function chromiumInstalled(): Requirement {
   try {
     Deno.statSync(CHROMIUM_PATH);
   } catch {
-    return `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or run support/bootstrap.sh)`;
+    return bootstrapped(
+      `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or run support/bootstrap.sh)`,
+    );
   }
-  return null;
+  return bootstrapped(null);
 }
 
-/** A test definition that is ignored, with the reason printed, when Chromium or tracing is missing. */
+/** A test in the browser, skipped (with the reason printed and recorded) when Chromium or one of `more` is missing. */
 export function browserTest(
   name: string,
   fn: () => Promise<void>,
-  otherReason: string | null = null,
+  ...more: Requirement[]
 ): Deno.TestDefinition {
-  const reason = chromiumUnavailable() ?? otherReason;
-  if (reason) console.log(`SKIP ${name}: ${reason}`);
-  return { name, ignore: reason !== null, fn, sanitizeResources: false, sanitizeOps: false };
+  return requiring([chromiumInstalled(), ...more], {
+    name,
+    fn,
+    sanitizeResources: false,
+    sanitizeOps: false,
+  });
 }
 
 /** A page opened from disk, with the URLs it requested. */

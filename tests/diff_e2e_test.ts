@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { ARTIFACTS_DIR, browserTest, type DrawnFrame, drawnFrames, openPage } from "./browser.ts";
-import { buildWorkload, REPO_ROOT, runCli, tracingTest, tracingUnavailable } from "./helpers.ts";
+import { buildWorkload, REPO_ROOT, runCli, tracing, tracingTest } from "./helpers.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 
@@ -118,5 +118,5 @@ Deno.test(
     } finally {
       await opened.close();
     }
-  }, tracingUnavailable()),
+  }, tracing()),
 );

@@ -2,6 +2,7 @@
 // These run the real CLI; the privilege test drops to an unprivileged user with setpriv.
 import assert from "node:assert/strict";
 import { runCli, tempDir, tracingTest } from "./helpers.ts";
+import { bootstrapped, requiring } from "../lib/testing/requirements.ts";
 
 const NOBODY = 65534;
 
@@ -11,8 +12,7 @@ function isEmpty(dir: string): boolean {
 
 function unprivilegedTest(name: string, fn: () => Promise<void>): Deno.TestDefinition {
   const reason = Deno.uid() !== 0 ? "needs root to switch to an unprivileged user" : null;
-  if (reason) console.log(`SKIP ${name}: ${reason}`);
-  return { name, ignore: reason !== null, fn };
+  return requiring([bootstrapped(reason)], { name, fn });
 }
 
 Deno.test(unprivilegedTest("record as an unprivileged user names the missing capabilities", async () => {

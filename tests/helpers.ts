@@ -6,6 +6,7 @@
  */
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
 import { V8_FLAGS } from "../support/v8_flags.ts";
+import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
 
 export { V8_FLAGS };
 
@@ -28,6 +29,9 @@ export function omniprofArgs(args: string[], extraV8Flags: string[] = []): strin
 
 /** The repository root, with a trailing slash. */
 export const REPO_ROOT = root;
+
+/** The published .proto schemas tests decode omniprof's output with (tests/proto/README.md). */
+export const PROTO_DIR = `${root}tests/proto/`;
 
 /**
  * Compiles tests/workloads/NAME.c (gcc) or NAME.cpp (g++) with `flags` into tests/.build/NAME+VARIANT
@@ -81,11 +85,24 @@ export function tracingUnavailable(): string | null {
   return null;
 }
 
-/** Options for tests that need the kernel path; prints the reason when they are skipped. */
-export function tracingTest(name: string, fn: () => void | Promise<void>): Deno.TestDefinition {
-  const reason = tracingUnavailable();
-  if (reason) console.log(`SKIP ${name}: ${reason}`);
-  return { name, ignore: reason !== null, fn, sanitizeResources: false, sanitizeOps: false };
+/**
+ * Root with a kernel that has BTF, which the kernel path needs. CI machines run as root on such kernels, so
+ * under CI=true its absence fails a test rather than skipping it.
+ */
+export function tracing(): Requirement {
+  return bootstrapped(tracingUnavailable());
+}
+
+/**
+ * A test of the kernel path, skipped (with the reason printed and recorded) when tracing or one of `more`
+ * is not available here.
+ */
+export function tracingTest(
+  name: string,
+  fn: () => void | Promise<void>,
+  ...more: Requirement[]
+): Deno.TestDefinition {
+  return requiring([tracing(), ...more], { name, fn, sanitizeResources: false, sanitizeOps: false });
 }
 
 /** Output of a CLI run. */

@@ -17,7 +17,7 @@ import {
   hook,
   openPage,
 } from "./browser.ts";
-import { buildWorkload, runCli, tempDir, tracingUnavailable } from "./helpers.ts";
+import { buildWorkload, runCli, tempDir, tracing } from "./helpers.ts";
 
 /** The frames of a chain of names, each directly on top of the previous one. */
 /**
@@ -139,7 +139,7 @@ Deno.test(
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }
-  }, tracingUnavailable()),
+  }, tracing()),
 );
 
 /** A deterministic pseudo-random generator (mulberry32). */

@@ -12,6 +12,7 @@ import {
   tempDir,
   tracingTest,
 } from "./helpers.ts";
+import { SYSTEM_PYTHON, systemPython } from "../lib/interpreter/python/test_processes.ts";
 
 async function recordFolded(command: string[], extra: string[] = []): Promise<FoldedStack[]> {
   const dir = tempDir();
@@ -173,9 +174,7 @@ Deno.test(
   tracingTest("Debian's python3 (no frame pointers) unwinds to _start in >= 90% of samples", async () => {
     const script =
       "import time\nend = time.time() + 3\nx = 0\nwhile time.time() < end:\n    x = (x * 31 + 7) % 1000003\n";
-    const stacks = (await recordFolded(["/usr/bin/python3", "-c", script])).filter((s) =>
-      /^python3/.test(s.comm)
-    );
+    const stacks = (await recordFolded([SYSTEM_PYTHON, "-c", script])).filter((s) => /^python3/.test(s.comm));
     // python3's main jumps to Py_BytesMain (a tail call), so Py_BytesMain is the frame below libc's.
     const rooted = share(
       stacks,
@@ -184,5 +183,5 @@ Deno.test(
     );
     assert.ok(rooted >= 0.9);
     assert.ok(stacks.some((s) => s.frames.some((frame) => /_PyEval_EvalFrameDefault/.test(frame))));
-  }),
+  }, systemPython()),
 );

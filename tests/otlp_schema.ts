@@ -1,27 +1,16 @@
 /**
- * The published OpenTelemetry profiles schema, loaded at test time with protobufjs from
- * `../shared/proto/opentelemetry/` (beside the repository), so that what omniprof exports is decoded by code
- * that shares nothing with its encoder. Also flattens a decoded request into per-sample records that tests
+ * The published OpenTelemetry profiles schema (tests/proto/opentelemetry/), loaded at test time with
+ * protobufjs, so that what omniprof exports is decoded by code that shares nothing with its encoder. Also flattens a decoded request into per-sample records that tests
  * can assert on.
  *
  * @module
  */
 import protobuf from "protobufjs";
-import { REPO_ROOT } from "./helpers.ts";
+import { PROTO_DIR } from "./helpers.ts";
 
 /** The include root of the published .proto files (they import each other as `opentelemetry/proto/...`). */
-export const OTEL_PROTO_ROOT = `${REPO_ROOT}../shared/proto/`;
+export const OTEL_PROTO_ROOT = PROTO_DIR;
 const SERVICE_PROTO = "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto";
-
-/** Why the schema cannot be loaded here, or null when it can. */
-export function otelProtoUnavailable(): string | null {
-  try {
-    Deno.statSync(`${OTEL_PROTO_ROOT}${SERVICE_PROTO}`);
-    return null;
-  } catch {
-    return `the published OpenTelemetry .proto files are not in ${OTEL_PROTO_ROOT}opentelemetry/`;
-  }
-}
 
 /** The request and response types of the profiles collector service. */
 export interface OtelSchema {

@@ -1,28 +1,17 @@
 // A real recording written as pprof, read back by protobufjs from the published schema (no code shared
-// with the encoder) and by `omniprof report`. Needs root and BTF for the recording, and the schema at
-// ../shared/proto/pprof/profile.proto (relative to the repository root).
+// with the encoder, tests/proto/pprof/profile.proto) and by `omniprof report`. Needs root and BTF for the
+// recording.
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import protobuf from "protobufjs";
-import { REPO_ROOT, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { PROTO_DIR, runCli, tempDir, tracingTest } from "./helpers.ts";
 import { baseName } from "../lib/sys/path.ts";
 
-const protoPath = `${REPO_ROOT}../shared/proto/pprof/profile.proto`;
+const protoPath = `${PROTO_DIR}pprof/profile.proto`;
 /** The name the kernel gives the recorder (runCli runs it with this Deno): 15 bytes at most. */
 const RECORDER_COMM = baseName(Deno.execPath()).slice(0, 15);
 
-function schemaMissing(): string | null {
-  try {
-    Deno.statSync(protoPath);
-    return null;
-  } catch {
-    return `the pprof schema is not at ${protoPath}`;
-  }
-}
-
 const name = "a recorded pprof profile decodes with the published schema, and report prints it";
-const missing = schemaMissing();
-if (missing) console.log(`SKIP ${name}: ${missing}`);
 const definition = tracingTest(name, async () => {
   const dir = tempDir();
   try {
@@ -101,4 +90,4 @@ const definition = tracingTest(name, async () => {
     Deno.removeSync(dir, { recursive: true });
   }
 });
-Deno.test({ ...definition, ignore: definition.ignore || missing !== null });
+Deno.test(definition);

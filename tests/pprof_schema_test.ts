@@ -1,28 +1,16 @@
 /**
  * Checks omniprof's pprof output against the published `profile.proto`, decoded by protobufjs: a decoder
- * that shares no code with ours. The schema is read at run time from `../shared/proto/pprof/profile.proto`
- * relative to the repository root; without it the test is ignored and says why.
+ * that shares no code with ours. The schema is read at run time from tests/proto/pprof/profile.proto.
  */
 
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import protobuf from "protobufjs";
-import { fileURLToPath } from "node:url";
 import type { Profile } from "../lib/profile/profile.ts";
 import { encodePprofGzip, KIND_MAPPING_NAMES } from "../lib/output/pprof.ts";
+import { PROTO_DIR } from "./helpers.ts";
 
-const protoUrl = new URL("../../shared/proto/pprof/profile.proto", import.meta.url);
-const protoPath = fileURLToPath(protoUrl);
-let missing = "";
-try {
-  Deno.statSync(protoPath);
-} catch (e) {
-  missing =
-    `the pprof schema is not at ${protoPath} (../shared/proto/pprof/profile.proto from the repository root): ${
-      (e as Error).message
-    }`;
-  console.log(`pprof schema test ignored: ${missing}`);
-}
+const protoPath = `${PROTO_DIR}pprof/profile.proto`;
 
 // The message shapes as protobufjs's toObject() gives them, with 64-bit integers as decimal strings.
 interface PbValueType {
@@ -168,7 +156,6 @@ function testProfile(): Profile {
 
 Deno.test({
   name: "encodePprofGzip() output decodes with protobufjs from the published schema, every field as written",
-  ignore: missing !== "",
   async fn() {
     const profile = testProfile();
     const root = protobuf.loadSync(protoPath);

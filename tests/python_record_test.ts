@@ -5,10 +5,12 @@ import assert from "node:assert/strict";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
 import {
+  anyPython,
   chainScript,
   type PythonInstall,
   pythonInstalls,
   type PythonProcess,
+  skipForMissingPythons,
   startPython,
   type TestScript,
   twoThreadScript,
@@ -17,7 +19,14 @@ import {
 import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
 
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`python tests: ${reason}`);
+// Each test records every Python here at once; a missing one counts as a skipped test of its own.
+skipForMissingPythons(
+  installs,
+  (label) => `record: main;pa;pb;pc as Python frames with file:line, for ${label}`,
+  (label) => `record: two Python threads are each attributed to their own function, for ${label}`,
+  (label) => `record: Python -> ctypes -> qsort -> Python comparator, in order, for ${label}`,
+);
+const somePython = anyPython(installs);
 
 /** One frame as the profile names it. */
 interface Frame {
@@ -131,7 +140,7 @@ Deno.test(
       assert.ok(total >= 15, `${install.label}: ${total} samples in 4 s`);
       assert.ok(complete / total >= 0.9, `${install.label}: ${complete}/${total} complete`);
     }
-  }),
+  }, somePython),
 );
 
 Deno.test(tracingTest("record: two Python threads are each attributed to their own function", async () => {
@@ -161,7 +170,7 @@ Deno.test(tracingTest("record: two Python threads are each attributed to their o
       assert.equal(wrong, 0, `${install.label}: no other thread is named ${spin}`);
     }
   }
-}));
+}, somePython));
 
 /** Python calls libc's qsort through ctypes; qsort calls back into a Python comparator that burns CPU. */
 function qsortScript(): TestScript {
@@ -212,7 +221,7 @@ Deno.test(tracingTest("record: Python -> ctypes -> qsort -> Python comparator, i
     assert.ok(total >= 15, `${install.label}: ${total} samples`);
     assert.ok(inOrder / total >= 0.8, `${install.label}: ${inOrder}/${total} in order`);
   }
-}));
+}, somePython));
 
 Deno.test(
   tracingTest(
@@ -286,5 +295,6 @@ Deno.test(
         Deno.removeSync(dir, { recursive: true });
       }
     },
+    somePython,
   ),
 );

@@ -12,16 +12,18 @@ import { Ajv } from "ajv";
 import type { FrameKind, Profile } from "../lib/profile/profile.ts";
 import { formatSpeedscope, type SpeedscopeFile } from "../lib/output/speedscope.ts";
 import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { bootstrapped, requiring } from "../lib/testing/requirements.ts";
 
 const require = createRequire(import.meta.url);
 let schemaPath = "";
-let missing = "";
+let missing: string | null = null;
 try {
   schemaPath = require.resolve("speedscope/dist/release/file-format-schema.json");
 } catch (error) {
   missing = `the speedscope npm package has no file-format-schema.json: ${(error as Error).message}`;
-  console.log(`speedscope schema tests ignored: ${missing}`);
 }
+// deno.json pins the package, which deno installs like every npm package of the project.
+const schema = bootstrapped(missing);
 
 function validator() {
   const schema = JSON.parse(Deno.readTextFileSync(schemaPath));
@@ -61,9 +63,8 @@ const kinds: FrameKind[] = [
   "error",
 ];
 
-Deno.test({
+Deno.test(requiring([schema], {
   name: "speedscope output of a profile with every frame kind validates against speedscope's schema",
-  ignore: missing !== "",
   fn() {
     const profile: Profile = {
       startTimeNs: 1.7e18,
@@ -103,7 +104,7 @@ Deno.test({
     delete broken.profiles[0]!.weights;
     assert.equal(validate(broken), false);
   },
-});
+}));
 
 const chainTest = tracingTest(
   "record -o X.speedscope.json of the chain workload validates against the schema",
@@ -131,5 +132,6 @@ const chainTest = tracingTest(
       Deno.removeSync(dir, { recursive: true });
     }
   },
+  schema,
 );
-Deno.test({ ...chainTest, ignore: chainTest.ignore || missing !== "" });
+Deno.test(chainTest);

@@ -3,20 +3,12 @@
 // Ctrl-C, SIGTERM) must exit 0 and give the terminal back: main screen, visible cursor, the tty modes it
 // had. Needs root, BTF and tmux (support/bootstrap.sh installs it); says so when it skips.
 import assert from "node:assert/strict";
-import { buildWorkload, REPO_ROOT, runCli, tempDir, tracingUnavailable } from "./helpers.ts";
+import { buildWorkload, REPO_ROOT, runCli, tempDir, tracing, tracingTest } from "./helpers.ts";
+import { programs, requiring } from "../lib/testing/requirements.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 
-function tmuxUnavailable(): string | null {
-  try {
-    const result = new Deno.Command("tmux", { args: ["-V"], stdout: "null", stderr: "null" }).outputSync();
-    return result.success ? null : "tmux -V failed";
-  } catch {
-    return "tmux is not installed (support/bootstrap.sh installs it)";
-  }
-}
-
-const skip = tracingUnavailable() ?? tmuxUnavailable();
+const inTmux = [tracing(), programs("tmux")];
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -80,10 +72,8 @@ const HOT_ROW = /^\s*\d+\.\d+%\s+\d+\.\d+%\s+c(\s|$)/m;
 
 for (const quit of ["q", "Ctrl-C", "SIGTERM"] as const) {
   const name = `top -p PID in tmux shows the workload's hottest function within 3 s and quits on ${quit}`;
-  if (skip) console.log(`SKIP ${name}: ${skip}`);
-  Deno.test({
+  Deno.test(requiring(inTmux, {
     name,
-    ignore: skip !== null,
     sanitizeResources: false,
     sanitizeOps: false,
     fn: async () => {
@@ -166,15 +156,11 @@ for (const quit of ["q", "Ctrl-C", "SIGTERM"] as const) {
         Deno.removeSync(dir, { recursive: true });
       }
     },
-  });
+  }));
 }
 
-const snapshotName = "top without a terminal prints plain snapshots of the workload's hottest functions";
-const snapshotSkip = tracingUnavailable();
-if (snapshotSkip) console.log(`SKIP ${snapshotName}: ${snapshotSkip}`);
-Deno.test({
-  name: snapshotName,
-  ignore: snapshotSkip !== null,
+Deno.test(requiring([tracing()], {
+  name: "top without a terminal prints plain snapshots of the workload's hottest functions",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -197,14 +183,13 @@ Deno.test({
       await workload.status;
     }
   },
-});
+}));
 
-Deno.test("top refuses a process that does not exist, before touching the terminal", async () => {
-  if (snapshotSkip) return console.log(`SKIP (needs root): ${snapshotSkip}`);
+Deno.test(tracingTest("top refuses a process that does not exist, before touching the terminal", async () => {
   const result = await runCli(["top", "-p", "1073741823"]);
   assert.equal(result.code, 1);
   assert.match(result.stderr, /No process with PID 1073741823/);
   const usage = await runCli(["top", "-i", "0"]);
   assert.equal(usage.code, 2);
   assert.match(usage.stderr, /-i 0: the interval must be at least 0.1 s/);
-});
+}));

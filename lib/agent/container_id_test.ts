@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { containerIdFromCgroup, containerIdFromPath, readContainerId } from "./container_id.ts";
+import { bootstrapped, optional, requiring } from "../testing/requirements.ts";
 
 const ID = "3f1c2a9d8e7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d";
 const OTHER = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -78,12 +79,13 @@ function unifiedCgroupRoot(): string | null {
 }
 
 const cgroupRoot = unifiedCgroupRoot();
-const cgroupSkip = Deno.uid() !== 0 ? "needs root" : cgroupRoot === null ? "no cgroup v2 hierarchy" : null;
-if (cgroupSkip) console.log(`SKIP readContainerId() of a process in a container-like cgroup: ${cgroupSkip}`);
+const cgroupNeeds = [
+  bootstrapped(Deno.uid() !== 0 ? "needs root" : null),
+  optional(cgroupRoot === null ? "no cgroup v2 hierarchy" : null),
+];
 
-Deno.test({
+Deno.test(requiring(cgroupNeeds, {
   name: "readContainerId() reads the id of a process moved into a container-like cgroup",
-  ignore: cgroupSkip !== null,
   fn: async () => {
     const base = `${cgroupRoot}/omniprof-test-${Deno.pid}`;
     const leaf = `${base}/kubepods.slice/cri-containerd-${ID}.scope`;
@@ -109,4 +111,4 @@ Deno.test({
     }
     assert.equal(readContainerId(child.pid), null, "a process that is gone has no container");
   },
-});
+}));

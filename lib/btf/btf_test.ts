@@ -6,16 +6,16 @@ import {
   clangMajorVersion,
   compileBtf,
   compileTools,
-  kernelBtfMissing,
-  missingTools,
+  kernelBtf,
   run,
   TESTDATA_DIR,
   withTempFile,
 } from "./testdata/compile.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const noVmlinux = kernelBtfMissing("kernel BTF tests");
-const noCompiler = missingTools(...compileTools());
-const noBpftool = missingTools("bpftool");
+const vmlinux = kernelBtf();
+const compiler = programs(...compileTools());
+const bpftool = programs("bpftool");
 
 /** Renders type `id` the way `bpftool btf dump ... format raw` does, to compare decoders line by line. */
 function formatLikeBpftool(btf: Btf, t: BtfType): string {
@@ -92,9 +92,8 @@ async function assertMatchesBpftool(btf: Btf, file: string): Promise<void> {
   }
 }
 
-Deno.test({
+Deno.test(requiring([vmlinux], {
   name: "parseBtf() parses the kernel's BTF fast",
-  ignore: noVmlinux !== undefined,
   fn: async () => {
     const bytes = await Deno.readFile(VMLINUX_BTF_PATH);
     const times: number[] = [];
@@ -117,30 +116,27 @@ Deno.test({
     assert(taskStruct !== undefined);
     assert.equal(btf.typeName(taskStruct), "struct task_struct");
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([vmlinux, bpftool], {
   name: "type() decodes every kernel type as bpftool does",
-  ignore: noVmlinux !== undefined || noBpftool !== undefined,
   fn: async () => {
     await assertMatchesBpftool(parseBtf(await Deno.readFile(VMLINUX_BTF_PATH)), VMLINUX_BTF_PATH);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler, bpftool], {
   name: "type() decodes every type of compiled BPF objects as bpftool does",
-  ignore: noCompiler !== undefined || noBpftool !== undefined,
   fn: async () => {
     for (const source of ["layout_fixture.bpf.c", "emission_probe.bpf.c"]) {
       const bytes = await compileBtf([source]);
       await withTempFile(bytes, (file) => assertMatchesBpftool(parseBtf(bytes), file));
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "parseBtf() reads big-endian BTF as it reads little-endian BTF",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const little = parseBtf(await compileBtf(["layout_fixture.bpf.c"]));
     const big = parseBtf(await compileBtf(["layout_fixture.bpf.c"], { target: "bpfeb" }));
@@ -151,11 +147,10 @@ Deno.test({
       assert.deepEqual(big.type(id as BtfTypeId), little.type(id as BtfTypeId));
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "findByName(), resolve(), sizeOf() and typeName() answer for a compiled struct",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const btf = parseBtf(await compileBtf(["layout_fixture.bpf.c"]));
     const [sample] = btf.findByName("sample", BtfKind.Struct);
@@ -181,11 +176,10 @@ Deno.test({
     assert.throws(() => btf.sizeOf(0 as BtfTypeId), RangeError);
     assert.throws(() => btf.type(btf.typeCount as BtfTypeId), /Cannot read BTF type/);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "clang emits into .BTF exactly the probe's types marked emitted",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const source = await Deno.readTextFile(TESTDATA_DIR + "emission_probe.bpf.c");
     const btf = parseBtf(await compileBtf(["emission_probe.bpf.c"]));
@@ -210,11 +204,10 @@ Deno.test({
       );
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "clang stores negative and 64-bit enumerators as the BTF of its version allows",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const btf = parseBtf(await compileBtf(["emission_probe.bpf.c"]));
     const decode = (name: string) => {
@@ -238,11 +231,10 @@ Deno.test({
       assert.deepEqual(wide.enumerators.map((e) => e.value), [1, 0x100000002]);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "parseBtf() explains what is wrong with a damaged blob",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const good = await compileBtf(["layout_fixture.bpf.c"]);
     const damaged = (offset: number, value: number) => {
@@ -258,11 +250,10 @@ Deno.test({
     assert.throws(() => parseBtf(good.subarray(0, good.length - 1)), /Cannot parse BTF: .*section/);
     assert.throws(() => parseBtf(damaged(strEnd - 1, 0x41)), /does not end with NUL/);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "parseBtf() gives a Btf or a RangeError for truncated and bit-flipped blobs",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const good = await compileBtf(["layout_fixture.bpf.c"]);
     let parsed = 0;
@@ -306,4 +297,4 @@ Deno.test({
     console.log(`Damaged BTF: ${parsed} blobs parsed, ${rejected} rejected`);
     assert(parsed > 0 && rejected > 0);
   },
-});
+}));

@@ -1,23 +1,14 @@
 import assert from "node:assert/strict";
 import { BtfKind, type BtfTypeId, parseBtf } from "./btf.ts";
 import { KernelBtf, VMLINUX_BTF_PATH } from "./kernel_btf.ts";
-import {
-  compileBtf,
-  compileTools,
-  kernelBtfMissing,
-  missingTools,
-  runHostProgram,
-  withTempFile,
-} from "./testdata/compile.ts";
+import { compileBtf, compileTools, kernelBtf, runHostProgram, withTempFile } from "./testdata/compile.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const noCompiler = missingTools(...compileTools(), "gcc");
-if (noCompiler) console.log(`Ignoring KernelBtf fixture tests: ${noCompiler}`);
+const compiler = programs(...compileTools(), "gcc");
+const vmlinux = kernelBtf();
 
-const noVmlinux = kernelBtfMissing("KernelBtf tests on the running kernel");
-
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "KernelBtf.field() finds what the C compiler lays out, through anonymous structs and unions",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const expected = (await runHostProgram("kernel_fixture_host.c")).trim().split("\n");
     assert.ok(expected.length >= 10);
@@ -33,11 +24,10 @@ Deno.test({
       }
     });
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "KernelBtf.field() refuses bitfields and names what is missing",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     await withTempFile(await compileBtf(["kernel_fixture.bpf.c"]), (path) => {
       using btf = KernelBtf.open(path);
@@ -59,11 +49,10 @@ Deno.test({
       assert.equal(btf.field("signal_struct", "live").size, 4);
     });
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "KernelBtf.open() explains a missing, foreign or truncated file",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     assert.throws(() => KernelBtf.open("/nonexistent/vmlinux"), /CONFIG_DEBUG_INFO_BTF=y/);
     await withTempFile(new TextEncoder().encode("not BTF at all, but long enough for a header"), (path) => {
@@ -81,11 +70,10 @@ Deno.test({
       assert.throws(() => KernelBtf.open(path), /ends past the 100-byte blob/);
     });
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([vmlinux], {
   name: "KernelBtf.field() agrees with the full parse on the running kernel, reading a few pages",
-  ignore: noVmlinux !== undefined,
   fn: () => {
     const full = parseBtf(Deno.readFileSync(VMLINUX_BTF_PATH));
     const fileSize = Deno.statSync(VMLINUX_BTF_PATH).size;
@@ -133,4 +121,4 @@ Deno.test({
     const pages = Math.ceil(fileSize / 4096);
     assert.ok(btf.pagesRead * 10 < pages, `read ${btf.pagesRead} of ${pages} pages`);
   },
-});
+}));

@@ -9,19 +9,13 @@ import {
   structLayoutOf,
 } from "./layout.ts";
 import { VMLINUX_BTF_PATH } from "./kernel_btf.ts";
-import {
-  compileBtf,
-  compileTools,
-  hasTool,
-  kernelBtfMissing,
-  missingTools,
-  run,
-  runHostProgram,
-} from "./testdata/compile.ts";
+import { compileBtf, compileTools, kernelBtf, run, runHostProgram } from "./testdata/compile.ts";
+import { hasTool } from "../testing/commands.ts";
+import { optional, programs, requiring } from "../testing/requirements.ts";
 
-const noCompiler = missingTools(...compileTools(), "gcc");
-const noLinker = missingTools(...compileTools({ linkBitcode: true }));
-const noVmlinux = kernelBtfMissing("kernel struct layout test");
+const compiler = programs(...compileTools(), "gcc");
+const linker = programs(...compileTools({ linkBitcode: true }));
+const vmlinux = kernelBtf();
 
 /** What the host C compiler printed about the fixture's types. */
 interface HostFacts {
@@ -64,9 +58,8 @@ async function hostFacts(): Promise<HostFacts> {
   return facts;
 }
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "structLayout() agrees with the C compiler on the fixture structs",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const [btf, facts] = await Promise.all([
       compileBtf(["layout_fixture.bpf.c"]).then(parseBtf),
@@ -103,11 +96,10 @@ Deno.test({
     assert.equal(byName("pair").typeName, "struct (anon)");
     assert.equal(byName("matrix").typeName, "u64[2][3]");
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "enumValues() agrees with the C compiler, also through a typedef of an anonymous enum",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const [btf, facts] = await Promise.all([
       compileBtf(["layout_fixture.bpf.c"]).then(parseBtf),
@@ -125,11 +117,10 @@ Deno.test({
       "FRAME_MARKER_KERNEL_CODE",
     ]);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "allEnumerators() finds constants of an anonymous enum the compiler emitted",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const btf = parseBtf(await compileBtf(["layout_fixture.bpf.c"]));
     const all = allEnumerators(btf);
@@ -143,11 +134,10 @@ Deno.test({
       /Cannot find enumerator UNREFERENCED_CONSTANT/,
     );
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "structLayout() and enumValues() name the type they cannot find or trust",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const btf = parseBtf(await compileBtf(["layout_fixture.bpf.c"]));
     assert.throws(
@@ -164,11 +154,10 @@ Deno.test({
       assert.equal(enumValues(probe, "wide").get("WIDE_BIG"), 0x100000002);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([linker], {
   name: "bitcode linking keeps the BTF of every unit and structLayout() sees through duplicates",
-  ignore: noLinker !== undefined,
   fn: async () => {
     const btf = parseBtf(await compileBtf(["link_a.bpf.c", "link_b.bpf.c"], { linkBitcode: true }));
     assert.deepEqual([...enumValues(btf, "only_in_a")], [["ONLY_IN_A_VALUE", 1]]);
@@ -191,11 +180,10 @@ Deno.test({
       /Cannot choose between the 2 different definitions of struct clash_s/,
     );
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "structLayoutOf() on damaged BTF throws nothing but Errors that say Cannot",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const good = await compileBtf(["layout_fixture.bpf.c"]);
     let laidOut = 0;
@@ -230,7 +218,7 @@ Deno.test({
     }
     assert(laidOut > 0);
   },
-});
+}));
 
 /** Offsets and sizes of `members` of `struct` as pahole prints them from the kernel BTF. */
 async function paholeMembers(struct: string, members: string[]): Promise<Map<string, [number, number]>> {
@@ -264,20 +252,17 @@ async function bpftoolMembers(struct: string, members: string[]): Promise<Map<st
   return result;
 }
 
-Deno.test({
+/** The members of the running kernel's structs that omniprof reads. */
+const KERNEL_MEMBERS: Record<string, string[]> = {
+  task_struct: ["pid", "tgid", "stack"],
+  pt_regs: ["ip", "sp", "bp"],
+};
+
+Deno.test(requiring([vmlinux], {
   name: "structLayout() lays out task_struct and pt_regs of the running kernel",
-  ignore: noVmlinux !== undefined,
   fn: async () => {
     const btf = parseBtf(await Deno.readFile(VMLINUX_BTF_PATH));
-    const wanted: Record<string, string[]> = {
-      task_struct: ["pid", "tgid", "stack"],
-      pt_regs: ["ip", "sp", "bp"],
-    };
-    const reference = hasTool("pahole") ? "pahole" : hasTool("bpftool") ? "bpftool" : undefined;
-    if (reference === undefined) {
-      console.log("Neither pahole nor bpftool is on PATH: checking layouts for sanity only");
-    }
-    for (const [struct, names] of Object.entries(wanted)) {
+    for (const [struct, names] of Object.entries(KERNEL_MEMBERS)) {
       const layout = structLayout(btf, struct);
       const members = new Map<string, MemberLayout>(layout.members.map((m) => [m.name, m]));
       for (const name of names) {
@@ -286,25 +271,37 @@ Deno.test({
         assert(member.offset + member.size <= layout.size);
         assert.equal(member.size, 8 - (name === "pid" || name === "tgid" ? 4 : 0), `${struct}.${name} size`);
       }
-      if (reference === undefined) continue;
+    }
+  },
+}));
+
+// pahole (dwarves) or bpftool reads the same BTF with code of its own; neither comes with bootstrap.
+const reference = hasTool("pahole") ? "pahole" : hasTool("bpftool") ? "bpftool" : undefined;
+
+Deno.test(requiring([vmlinux, optional(reference ? null : "neither pahole nor bpftool is on PATH")], {
+  name: `structLayout() of the running kernel's task_struct and pt_regs agrees with ${reference ?? "pahole"}`,
+  fn: async () => {
+    const btf = parseBtf(await Deno.readFile(VMLINUX_BTF_PATH));
+    for (const [struct, names] of Object.entries(KERNEL_MEMBERS)) {
+      const layout = structLayout(btf, struct);
+      const members = new Map<string, MemberLayout>(layout.members.map((m) => [m.name, m]));
       const expected = reference === "pahole"
         ? await paholeMembers(struct, names)
         : await bpftoolMembers(struct, names);
       for (const name of names) {
         const fact = expected.get(name);
         assert(fact !== undefined, `${reference} shows no ${struct}.${name}`);
-        const member = members.get(name)!;
+        const member = members.get(name);
+        assert(member !== undefined, `${struct}.${name}`);
         assert.equal(member.offset, fact[0], `${struct}.${name} offset per ${reference}`);
         if (fact[1] >= 0) assert.equal(member.size, fact[1], `${struct}.${name} size per ${reference}`);
       }
     }
-    console.log(`Kernel layouts checked against ${reference ?? "nothing"}`);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([vmlinux], {
   name: "structLayout() flattens the kernel's anonymous unions as C code names them",
-  ignore: noVmlinux !== undefined,
   fn: async () => {
     const btf = parseBtf(await Deno.readFile(VMLINUX_BTF_PATH));
     const regs = structLayout(btf, "pt_regs");
@@ -318,4 +315,4 @@ Deno.test({
     assert(regs.members.every((m) => m.name !== ""));
     assert(regs.members.length >= direct.members.length);
   },
-});
+}));

@@ -3,21 +3,9 @@ import { crc32 } from "node:zlib";
 import { ElfFile, ET_DYN, ET_REL, PT_LOAD, SHF_COMPRESSED, SHT_NOBITS } from "./elf_file.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-function missingTools(...tools: string[]): string[] {
-  return tools.filter((tool) => {
-    try {
-      return !new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-        .success;
-    } catch {
-      return true;
-    }
-  });
-}
-
-const missing = missingTools("gcc", "readelf", "objcopy", "strip", "ldd", "mkfifo");
-if (missing.length > 0) console.log(`ELF tests are skipped: ${missing.join(", ")} not installed`);
-const ignore = missing.length > 0;
+const tools = programs("gcc", "readelf", "objcopy", "strip", "ldd", "mkfifo");
 
 let tempDir: string | undefined;
 function temp(): string {
@@ -175,28 +163,25 @@ function assertMatchesReadelf(path: string): void {
   assert.equal(elf.buildId(), buildId);
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "open() reads the sections, segments and build ID readelf shows (fixture)",
-  ignore,
   fn() {
     assertMatchesReadelf(fixture());
     using elf = ElfFile.open(fixture());
     assert.equal(elf.type, ET_DYN);
     assert.notEqual(elf.buildId(), "");
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "open() reads the sections, segments and build ID readelf shows (libc)",
-  ignore,
   fn() {
     assertMatchesReadelf(libcPath());
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "fromBytes() parses like open()",
-  ignore,
   fn() {
     using fromFile = ElfFile.open(libcPath());
     using fromBytes = ElfFile.fromBytes(Deno.readFileSync(libcPath()), "libc");
@@ -205,11 +190,10 @@ Deno.test({
     assert.equal(fromBytes.buildId(), fromFile.buildId());
     assert.deepEqual(fromBytes.readSection(".dynstr"), fromFile.readSection(".dynstr"));
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "fileOffsetToVaddr() maps through the PT_LOAD that holds the offset",
-  ignore,
   fn() {
     for (const path of [fixture(), libcPath()]) {
       using elf = ElfFile.open(path);
@@ -224,11 +208,10 @@ Deno.test({
       assert.equal(elf.fileOffsetToVaddr(end as FileOffset), null);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "readSection() inflates compressed sections",
-  ignore,
   fn() {
     const plain = `${temp()}/hello.plain`;
     run("objcopy", "--decompress-debug-sections", fixture(), plain);
@@ -240,11 +223,10 @@ Deno.test({
       assert.deepEqual(compressed.readSection(name), decompressed.readSection(name), name);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "debugLink() reads the name and CRC objcopy wrote",
-  ignore,
   fn() {
     const debug = `${temp()}/hello.debug`;
     const linked = `${temp()}/hello.linked`;
@@ -264,11 +246,10 @@ Deno.test({
     assert.equal(debugElf.section(".text")?.type, SHT_NOBITS);
     assert.deepEqual(debugElf.readSection(".text"), new Uint8Array(0));
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "open() reads relocatable objects",
-  ignore,
   fn() {
     const object = `${temp()}/hello.o`;
     run("gcc", "-c", "-O1", "-o", object, new URL("./testdata/hello.c", import.meta.url).pathname);
@@ -282,11 +263,10 @@ Deno.test({
     assert.ok(atZero.length > 0);
     assert.ok(atZero.includes(elf.symbols().lookup(0)?.name), `lookup(0) is none of ${atZero.join(", ")}`);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "open() refuses files that are not regular, without blocking",
-  ignore,
   fn() {
     assert.throws(() => ElfFile.open("/dev/zero"), RangeError);
     const fifo = `${temp()}/fifo`;
@@ -294,18 +274,17 @@ Deno.test({
     assert.throws(() => ElfFile.open(fifo), RangeError);
     assert.throws(() => ElfFile.open(temp()), RangeError);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "close() is idempotent and later reads throw",
-  ignore,
   fn() {
     const elf = ElfFile.open(fixture());
     elf.close();
     elf.close();
     assert.throws(() => elf.readSection(".text"), /closed/);
   },
-});
+}));
 
 /** Patches the size field of the section header `name` in `bytes`. */
 function patchSectionSize(bytes: Uint8Array, elf: ElfFile, name: string, size: number): void {
@@ -316,9 +295,8 @@ function patchSectionSize(bytes: Uint8Array, elf: ElfFile, name: string, size: n
   view.setBigUint64(shoff + index * 64 + 32, BigInt(size), true);
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "a sparse multi-GiB file cannot make readSection() allocate past the budget",
-  ignore,
   fn() {
     const bytes = Deno.readFileSync(fixture());
     const sparse = `${temp()}/sparse`;
@@ -341,11 +319,10 @@ Deno.test({
     assert.throws(() => elf.symbols(), RangeError);
     assert.ok(Deno.memoryUsage().rss - rssBefore < 512 * 2 ** 20, "reading the sparse file grew the RSS");
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "readSection() refuses sections over maxSectionBytes",
-  ignore,
   fn() {
     const budget = 64 * 1024;
     using elf = ElfFile.open(libcPath(), { maxSectionBytes: budget });
@@ -356,7 +333,7 @@ Deno.test({
       else assert.equal(elf.readSection(section).length, section.size);
     }
   },
-});
+}));
 
 /** mulberry32: a small seeded PRNG so failures reproduce. */
 function prng(seed: number): () => number {
@@ -386,9 +363,8 @@ function exercise(elf: ElfFile, random: () => number): void {
   for (let i = 0; i < 5; i++) elf.fileOffsetToVaddr(Math.floor(random() * elf.size) as FileOffset);
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "truncated and bit-flipped ELF files parse or throw RangeError, quickly",
-  ignore,
   fn() {
     const original = Deno.readFileSync(fixture());
     using reference = ElfFile.fromBytes(original, "fixture");
@@ -445,11 +421,10 @@ Deno.test({
     );
     assert.ok(rejected > 0 && parsed > 0);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "bit-flipped ELF files read through open() parse or throw RangeError",
-  ignore,
   fn() {
     const original = Deno.readFileSync(fixture());
     const random = prng(0xf11e);
@@ -469,11 +444,10 @@ Deno.test({
       }
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "open() and symbols() handle the largest ELF files at hand",
-  ignore,
   fn() {
     const candidates = [Deno.execPath(), ...jvmLibraries()];
     for (const path of candidates) {
@@ -493,7 +467,7 @@ Deno.test({
       assert.ok(elf.programHeaders.some((p) => p.type === PT_LOAD));
     }
   },
-});
+}));
 
 function jvmLibraries(): string[] {
   const out: string[] = [];

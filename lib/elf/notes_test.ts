@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { ElfFile, SHT_NOTE } from "./elf_file.ts";
 import { findGnuBuildId, parseDebugLink, parseNotes, toHex } from "./notes.ts";
-import { hasTool, run } from "../testing/commands.ts";
+import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const ignore = !hasTool("readelf") || !hasTool("ldd");
-if (ignore) console.log("note tests are skipped: readelf or ldd is not installed");
+const tools = programs("readelf", "ldd");
 
 function libcPath(): string {
   const match = run("ldd", "/bin/true").match(/libc\.so\.\d+ => (\S+)/);
@@ -12,9 +12,8 @@ function libcPath(): string {
   return match[1];
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "parseNotes() lists the notes readelf -n shows",
-  ignore,
   fn() {
     for (const path of [libcPath(), "/bin/true"]) {
       const expected = [...run("readelf", "-nW", path).matchAll(/^\s+(\S+)\s+0x([0-9a-f]+)\s/gm)]
@@ -27,11 +26,10 @@ Deno.test({
       assert.deepEqual(got, expected);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "findGnuBuildId() reads the build ID readelf shows",
-  ignore,
   fn() {
     const path = libcPath();
     const expected = run("readelf", "-n", path).match(/Build ID: ([0-9a-f]+)/)?.[1];
@@ -46,7 +44,7 @@ Deno.test({
     assert.equal(findGnuBuildId(bytes.subarray(0, 11), 4), "");
     assert.equal(toHex(new Uint8Array([0, 15, 16, 255])), "000f10ff");
   },
-});
+}));
 
 function debugLinkBytes(name: string, crc: number): Uint8Array {
   const encoded = new TextEncoder().encode(name);

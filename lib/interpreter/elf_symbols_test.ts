@@ -3,13 +3,12 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { findElfSymbols, readElfBytes, STT_FUNC, STT_OBJECT, STT_TLS } from "./elf_symbols.ts";
 import { findProcessLibraries } from "./process_libraries.ts";
 import { asPid } from "../types.ts";
-import { hasTool } from "../testing/commands.ts";
+import { bootstrapped, programs, requiring } from "../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 
 const libc = findProcessLibraries(asPid(Deno.pid)).libc;
-const ignore = !hasTool("readelf") || libc === null;
-if (ignore) console.log("ELF symbol tests are skipped: readelf is not installed or libc is not mapped");
+const needs = [programs("readelf"), bootstrapped(libc === null ? "this process maps no libc" : null)];
 
 interface ReadelfSymbol {
   value: number;
@@ -35,9 +34,8 @@ function readelfDynamic(path: string): Map<string, ReadelfSymbol> {
   return out;
 }
 
-Deno.test({
+Deno.test(requiring(needs, {
   name: "findElfSymbols() finds functions, objects and TLS variables as readelf lists them",
-  ignore,
   fn() {
     using elf = ElfFile.open(libc!.openPath);
     const names = ["malloc", "_thread_db_pthread_tid", "errno", "no_such_symbol_here"];
@@ -57,11 +55,10 @@ Deno.test({
     }
     assert.equal(found.has("no_such_symbol_here"), false);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring(needs, {
   name: "readElfBytes() reads a symbol's initialized data, and refuses ranges outside file data",
-  ignore,
   fn() {
     using elf = ElfFile.open(libc!.openPath);
     const symbol = findElfSymbols(elf, ["_thread_db_sizeof_pthread_key_data"]).get(
@@ -73,4 +70,4 @@ Deno.test({
     assert.equal(new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true), 16);
     assert.throws(() => readElfBytes(elf, 0x7fff_0000_0000, 4), RangeError);
   },
-});
+}));

@@ -12,6 +12,7 @@ import {
 } from "./glibc_threads.ts";
 import { findProcessLibraries, mappingBias } from "./process_libraries.ts";
 import { RemoteMemory } from "./remote_memory.ts";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 
 const SYS_ARCH_PRCTL = 158;
 const ARCH_GET_FS = 0x1003;
@@ -35,7 +36,9 @@ const isGlibc = (() => {
   using elf = ElfFile.open(libcPath);
   return readGlibcThreadLayout(elf) !== null;
 })();
-if (!isGlibc) console.log("glibc thread tests are skipped: this process's C library is not glibc");
+// Debian's C library; deno from npm is the glibc build.
+const glibc = bootstrapped(isGlibc ? null : "this process's C library is not glibc");
+const loader = bootstrapped(libraries.loader === null ? "this process maps no dynamic loader" : null);
 
 function layout() {
   using elf = ElfFile.open(libcPath!);
@@ -46,9 +49,8 @@ function threadPointer(): Address {
   return Number(lib.symbols.pthread_self()) as Address;
 }
 
-Deno.test({
+Deno.test(requiring([glibc], {
   name: "pthread_self() is the thread pointer (the fs base BPF reads)",
-  ignore: !isGlibc,
   fn() {
     const out = new BigUint64Array(1);
     assert.equal(
@@ -57,21 +59,19 @@ Deno.test({
     );
     assert.equal(Number(out[0]), threadPointer());
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([glibc], {
   name: "readThreadId() reads the calling thread's kernel tid from struct pthread",
-  ignore: !isGlibc,
   fn() {
     using memory = RemoteMemory.open(self);
     const tid = Number(lib.symbols.syscall(BigInt(SYS_GETTID), 0n, new Uint8Array(8)));
     assert.equal(readThreadId(memory, layout(), threadPointer()), tid);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([glibc], {
   name: "readThreadSpecific() and the flat TSD formula read what pthread_setspecific() stored",
-  ignore: !isGlibc,
   fn() {
     const threads = layout();
     using memory = RemoteMemory.open(self, { cachePages: 0 });
@@ -102,11 +102,10 @@ Deno.test({
       for (const key of keys) lib.symbols.pthread_key_delete(key);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([glibc, loader], {
   name: "staticTlsOffset() of libc's link map locates errno in the calling thread",
-  ignore: !isGlibc || libraries.loader === null,
   fn() {
     const threads = layout();
     using memory = RemoteMemory.open(self);
@@ -130,13 +129,12 @@ Deno.test({
     const errnoAddress = Number(Deno.UnsafePointer.value(lib.symbols.__errno_location()));
     assert.equal(threadPointer() - blockOffset + errno.value, errnoAddress);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([glibc], {
   name: "readGlibcThreadLayout() returns null for a file without libthread_db descriptors",
-  ignore: !isGlibc,
   fn() {
     using elf = ElfFile.open(libraries.loader?.openPath ?? "/bin/true");
     assert.equal(readGlibcThreadLayout(elf), null);
   },
-});
+}));

@@ -5,19 +5,21 @@ import { ProcessManager } from "../process/process_manager.ts";
 import { InterpreterManager } from "./interpreter_manager.ts";
 import { MemoryEbpfHandler } from "./memory_ebpf_handler.ts";
 import { encodePythonAddrOrLine } from "./python/symbolize.ts";
-import { attachPython, chainScript, startPython, whileStopped } from "./python/test_processes.ts";
+import {
+  attachPython,
+  chainScript,
+  startPython,
+  SYSTEM_PYTHON,
+  systemPython,
+  whileStopped,
+} from "./python/test_processes.ts";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 
-const PYTHON = "/usr/bin/python3";
-const skip = (() => {
-  if (Deno.uid() !== 0) return "needs root to read another process's memory";
-  try {
-    Deno.statSync(PYTHON);
-    return null;
-  } catch {
-    return `${PYTHON} is not installed`;
-  }
-})();
-if (skip) console.log(`SKIP interpreter manager tests: ${skip}`);
+const PYTHON = SYSTEM_PYTHON;
+const needs = [
+  bootstrapped(Deno.uid() !== 0 ? "needs root to read another process's memory" : null),
+  systemPython(),
+];
 
 /** File ids as the native unwinder hands them out; `forget` makes the next request get a new id. */
 class Ids {
@@ -33,9 +35,8 @@ class Ids {
   }
 }
 
-Deno.test({
+Deno.test(requiring(needs, {
   name: "InterpreterManager claims the interpreter file, attaches the process and names its frames",
-  ignore: skip !== null,
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -103,7 +104,7 @@ Deno.test({
       null,
     );
   },
-});
+}));
 
 /** A handler whose per-process map is full, as a BPF hash map refuses an update past max_entries. */
 class FullProcMaps extends MemoryEbpfHandler {
@@ -112,9 +113,8 @@ class FullProcMaps extends MemoryEbpfHandler {
   }
 }
 
-Deno.test({
+Deno.test(requiring(needs, {
   name: "InterpreterManager survives a full per-process map: the process is counted, not attached",
-  ignore: skip !== null,
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -141,4 +141,4 @@ Deno.test({
       null,
     );
   },
-});
+}));

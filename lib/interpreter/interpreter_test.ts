@@ -12,9 +12,10 @@ import {
 } from "./interpreter.ts";
 import { MemoryEbpfHandler } from "./memory_ebpf_handler.ts";
 import { findProcessLibraries } from "./process_libraries.ts";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 
 const libc = findProcessLibraries(asPid(Deno.pid)).libc;
-if (libc === null) console.log("LoaderInfo tests are skipped: this process maps no libc");
+const mapsLibc = bootstrapped(libc === null ? "this process maps no libc" : null);
 
 Deno.test("the seed's constants keep their values", () => {
   assert.equal(LRU_FUNCTION_CACHE_SIZE, 1024);
@@ -22,9 +23,8 @@ Deno.test("the seed's constants keep their values", () => {
   assert.equal(TOP_LEVEL_FUNCTION_NAME, "<top-level>");
 });
 
-Deno.test({
+Deno.test(requiring([mapsLibc], {
   name: "LoaderInfo opens the ELF once and getSymbolAsRanges() gives [value, value + size)",
-  ignore: libc === null,
   fn() {
     const info = new LoaderInfo({
       fileId: "0".repeat(32) as FileId,
@@ -45,7 +45,7 @@ Deno.test({
     assert.notEqual(info.getElf(), elf, "reopened after close");
     info.close();
   },
-});
+}));
 
 Deno.test("InstanceStubs gives no-op hooks and refuses to symbolize", () => {
   class Minimal extends InstanceStubs {

@@ -1,19 +1,7 @@
 import assert from "node:assert/strict";
 import type { Profile } from "../profile/profile.ts";
 import { encodeOtlpProfiles, FRAME_TYPES, type OtlpAttributes } from "./otlp.ts";
-import {
-  decodeRequest,
-  flattenRequest,
-  loadOtelSchema,
-  otelProtoUnavailable,
-} from "../../tests/otlp_schema.ts";
-
-const unavailable = otelProtoUnavailable();
-if (unavailable) console.log(`SKIP OTLP encoder tests: ${unavailable}`);
-
-function schemaTest(name: string, fn: () => void): Deno.TestDefinition {
-  return { name, ignore: unavailable !== null, fn };
-}
+import { decodeRequest, flattenRequest, loadOtelSchema } from "../../tests/otlp_schema.ts";
 
 // A whole-system interval as the profile builder makes it: two processes, a kernel path under a native
 // chain, an interpreted frame, an unresolved frame and a frame without mapping.
@@ -96,7 +84,8 @@ function resourceAttributes(pid: number): OtlpAttributes {
 const scope = { name: "omniprof", version: "9.9.9" };
 
 Deno.test(
-  schemaTest("encodeOtlpProfiles() decodes with the published schema into one resource per process", () => {
+  "encodeOtlpProfiles() decodes with the published schema into one resource per process",
+  () => {
     const request = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
     assert.equal(request.resource_profiles.length, 3);
     const pids = request.resource_profiles.map((rp) =>
@@ -150,10 +139,10 @@ Deno.test(
 
     const empty = flat.find((s) => s.resource["process.pid"] === 300)!;
     assert.deepEqual(empty.frames, [], "a sample without stack refers to the empty stack");
-  }),
+  },
 );
 
-Deno.test(schemaTest("encodeOtlpProfiles() starts every dictionary table with its zero value", () => {
+Deno.test("encodeOtlpProfiles() starts every dictionary table with its zero value", () => {
   const { dictionary } = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
   assert.equal(dictionary.string_table[0], "");
   assert.deepEqual(dictionary.mapping_table[0], {
@@ -188,10 +177,11 @@ Deno.test(schemaTest("encodeOtlpProfiles() starts every dictionary table with it
   assert.equal(new Set(stacks).size, stacks.length);
   const functions = dictionary.function_table.map((f) => `${f.name_strindex},${f.filename_strindex}`);
   assert.equal(new Set(functions).size, functions.length);
-}));
+});
 
 Deno.test(
-  schemaTest("encodeOtlpProfiles() writes mappings with build ids and kernel addresses in full", () => {
+  "encodeOtlpProfiles() writes mappings with build ids and kernel addresses in full",
+  () => {
     const { dictionary } = decodeRequest(encodeOtlpProfiles(profile, { resourceAttributes, scope }));
     const strings: string[] = dictionary.string_table;
     assert.equal(dictionary.mapping_table.length, profile.mappings.length + 1);
@@ -215,10 +205,10 @@ Deno.test(
     const fn = dictionary.function_table[c.lines[0]!.function_index]!;
     assert.equal(strings[fn.name_strindex], "c");
     assert.equal(strings[fn.filename_strindex], "chain.c");
-  }),
+  },
 );
 
-Deno.test(schemaTest("encodeOtlpProfiles() of an empty profile is a valid request without resources", () => {
+Deno.test("encodeOtlpProfiles() of an empty profile is a valid request without resources", () => {
   const empty: Profile = { ...profile, mappings: [], locations: [], samples: [] };
   const bytes = encodeOtlpProfiles(empty, { resourceAttributes, scope });
   const { request } = loadOtelSchema();
@@ -226,10 +216,11 @@ Deno.test(schemaTest("encodeOtlpProfiles() of an empty profile is a valid reques
   const decoded = decodeRequest(bytes);
   assert.equal(decoded.resource_profiles.length, 0);
   assert.equal(decoded.dictionary.string_table[0], "");
-}));
+});
 
 Deno.test(
-  schemaTest("encodeOtlpProfiles() writes garbage addresses of a broken stack walk as unknown", () => {
+  "encodeOtlpProfiles() writes garbage addresses of a broken stack walk as unknown",
+  () => {
     const garbage: Profile = {
       ...profile,
       locations: [
@@ -252,7 +243,7 @@ Deno.test(
       BigInt(7954874471547430000),
       "the double, exactly",
     );
-  }),
+  },
 );
 
 Deno.test("encodeOtlpProfiles() refuses references to missing locations and mappings", () => {

@@ -4,24 +4,21 @@ import { kernelFieldsLayout } from "../../support/types.ts";
 import {
   compileBtf,
   compileTools,
-  kernelBtfMissing,
-  missingTools,
+  kernelBtf,
   runHostProgram,
   withTempFile,
 } from "../btf/testdata/compile.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const noCompiler = missingTools(...compileTools(), "gcc");
-if (noCompiler) console.log(`Ignoring kernel field fixture tests: ${noCompiler}`);
-
-const noVmlinux = kernelBtfMissing("kernel field tests on the running kernel");
+const compiler = programs(...compileTools(), "gcc");
+const vmlinux = kernelBtf();
 
 async function withFixture<T>(source: string, body: (path: string) => T): Promise<T> {
   return withTempFile(await compileBtf([source]), body);
 }
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "kernelFields() gives each setting the offset the C compiler gives the field",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     const offsets = new Map<string, number>();
     for (const line of (await runHostProgram("kernel_fixture_host.c")).trim().split("\n")) {
@@ -39,11 +36,10 @@ Deno.test({
       signal_live: offsets.get("signal_struct.live"),
     });
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([compiler], {
   name: "kernelFields() refuses a kernel whose field has another size than the programs read",
-  ignore: noCompiler !== undefined,
   fn: async () => {
     await withFixture("kernel_fixture_wide_pid.bpf.c", (path) => {
       assert.throws(
@@ -52,11 +48,10 @@ Deno.test({
       );
     });
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([vmlinux], {
   name: "writeKernelFields() writes the running kernel's offsets where struct kernel_fields has them",
-  ignore: noVmlinux !== undefined,
   fn: () => {
     const at = 8;
     const bytes = new Uint8Array(at + kernelFieldsLayout.sizeof + 8);
@@ -69,4 +64,4 @@ Deno.test({
     assert.deepEqual([...bytes.subarray(0, at)], new Array(at).fill(0));
     assert.deepEqual([...bytes.subarray(at + kernelFieldsLayout.sizeof)], new Array(8).fill(0));
   },
-});
+}));

@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { fileCrc32, findDebugFile, underRoot } from "./debug_file.ts";
-import { hasTool, run } from "../testing/commands.ts";
+import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 import { parentDir } from "../sys/path.ts";
 
-const missing = ["gcc", "objcopy", "strip", "readelf"].filter((t) => !hasTool(t));
-if (missing.length > 0) console.log(`debug file tests are skipped: ${missing.join(", ")} not installed`);
-const ignore = missing.length > 0;
+const tools = programs("gcc", "objcopy", "strip", "readelf");
 
 interface Build {
   dir: string;
@@ -74,9 +73,8 @@ function find(root: string): string | null {
   return findDebugFile(elf, "/opt/app/functions", { root });
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "findDebugFile() finds the debug file by build ID",
-  ignore,
   fn() {
     const b = build();
     const inRoot = `/usr/lib/debug/.build-id/${b.buildId.slice(0, 2)}/${b.buildId.slice(2)}.debug`;
@@ -85,21 +83,19 @@ Deno.test({
     using debug = ElfFile.open(`${root}${inRoot}`);
     assert.ok(debug.hasSymtab);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "findDebugFile() refuses a build-ID path holding another file's debug info",
-  ignore,
   fn() {
     const b = build();
     const inRoot = `/usr/lib/debug/.build-id/${b.buildId.slice(0, 2)}/${b.buildId.slice(2)}.debug`;
     assert.equal(find(rootWith(b.linked, { [inRoot]: b.debugNoId })), null);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "findDebugFile() follows .gnu_debuglink beside the binary, in .debug/ and under the debug dir",
-  ignore,
   fn() {
     const b = build();
     for (const inRoot of ["/opt/app/functions.debug", "/opt/app/.debug/functions.debug"]) {
@@ -111,11 +107,10 @@ Deno.test({
     using elf = ElfFile.open(`${root}/opt/app/functions`);
     assert.equal(findDebugFile(elf, "/opt/app/functions", { root, debugDirs: ["/nowhere"] }), null);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "findDebugFile() refuses a debuglink candidate whose CRC differs",
-  ignore,
   fn() {
     const b = build();
     const root = rootWith(b.linkedNoId, { "/opt/app/functions.debug": b.debugNoId });
@@ -126,11 +121,10 @@ Deno.test({
     assert.equal(find(root), null);
     assert.equal(find(rootWith(b.linkedNoId, {})), null);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "fileCrc32() matches the CRC objcopy stored and refuses what it cannot read",
-  ignore,
   fn() {
     const b = build();
     using elf = ElfFile.open(b.linked);
@@ -140,7 +134,7 @@ Deno.test({
     assert.equal(fileCrc32(b.dir), null);
     assert.equal(fileCrc32("/dev/zero"), null);
   },
-});
+}));
 
 Deno.test("underRoot() prefixes paths unless the root is /", () => {
   assert.equal(underRoot("/", "/usr/lib/x.so"), "/usr/lib/x.so");

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { demangle } from "./demangle.ts";
-import { hasTool } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 
@@ -15,14 +15,8 @@ async function exec(cmd: string, args: string[], stdin = ""): Promise<string> {
   return decoder.decode(out.stdout);
 }
 
-const cxxMissing = ["g++", "nm", "c++filt"].filter((t) => !hasTool(t));
-if (cxxMissing.length > 0) {
-  console.log(`C++ demangling tests are skipped: ${cxxMissing.join(", ")} not installed`);
-}
-const rustMissing = ["rustc", "nm", "c++filt"].filter((t) => !hasTool(t));
-if (rustMissing.length > 0) {
-  console.log(`Rust demangling tests are skipped: ${rustMissing.join(", ")} not installed`);
-}
+const cxxTools = programs("g++", "nm", "c++filt");
+const rustTools = programs("rustc", "nm", "c++filt");
 
 let tempDir: string | undefined;
 function temp(): string {
@@ -60,9 +54,8 @@ function cxxfiltStyle(expected: string, ours: string): string {
   return abbreviated.endsWith(` ${ours}`) ? ours : abbreviated;
 }
 
-Deno.test({
+Deno.test(requiring([cxxTools], {
   name: "demangle() matches c++filt on the C++ fixture's functions",
-  ignore: cxxMissing.length > 0,
   async fn() {
     const binary = `${temp()}/names`;
     await exec("g++", ["-O1", "-o", binary, new URL("./testdata/names.cpp", import.meta.url).pathname]);
@@ -74,17 +67,13 @@ Deno.test({
       assert.equal(demangle(name), expected[i], name);
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([cxxTools, programs("ldconfig")], {
   name: "demangle() agrees with c++filt on libstdc++'s exported functions",
-  ignore: cxxMissing.length > 0 || !hasTool("ldconfig"),
   async fn() {
     const path = (await exec("ldconfig", ["-p"])).match(/libstdc\+\+\.so\.6 .*=> (\S+)/)?.[1];
-    if (path === undefined) {
-      console.log("libstdc++.so.6 is not installed; nothing to compare");
-      return;
-    }
+    assert.ok(path !== undefined, "ldconfig knows no libstdc++.so.6 (g++ brings it)");
     const mangled = (await symbolNames(path, true)).filter((n) => n.startsWith("_Z"));
     const expected = await cxxfilt(mangled);
     const t0 = performance.now();
@@ -106,11 +95,10 @@ Deno.test({
     // nested-name references come out in another order. They concern under 10% of libstdc++'s names.
     assert.ok(same / mangled.length > 0.9, `only ${same} of ${mangled.length} match`);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([rustTools], {
   name: "demangle() reads Rust legacy and v0 symbols like c++filt, without the hash",
-  ignore: rustMissing.length > 0,
   async fn() {
     const source = new URL("./testdata/names.rs", import.meta.url).pathname;
     for (const [mangling, flags] of [["legacy", []], ["v0", ["-C", "symbol-mangling-version=v0"]]] as const) {
@@ -140,7 +128,7 @@ Deno.test({
       assert.ok(same / names.length > 0.95);
     }
   },
-});
+}));
 
 Deno.test("demangle() passes unmangled names through unchanged", () => {
   for (

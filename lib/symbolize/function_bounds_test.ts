@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
-import { hasTool, run } from "../testing/commands.ts";
+import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 import { FunctionBounds } from "./function_bounds.ts";
 
-const missing = ["gcc", "strip", "nm"].filter((tool) => !hasTool(tool));
-if (missing.length > 0) console.log(`function bounds tests are skipped: ${missing.join(", ")} not installed`);
+const tools = programs("gcc", "strip", "nm");
 
 /** The fixture built with symbols and stripped, and its functions' ranges as `nm` gives them. */
 function build(): { stripped: string; functions: Map<string, { start: number; end: number }> } {
@@ -22,9 +22,8 @@ function build(): { stripped: string; functions: Map<string, { start: number; en
   return { stripped: `${dir}/stripped`, functions };
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "FunctionBounds finds each function's range in a stripped binary, as nm reads it from the symbols",
-  ignore: missing.length > 0,
   fn() {
     const { stripped, functions } = build();
     using elf = ElfFile.open(stripped);
@@ -40,7 +39,7 @@ Deno.test({
     assert.equal(bounds.find(0), null, "below every function");
     assert.ok(bounds.byteSize > 0);
   },
-});
+}));
 
 Deno.test("FunctionBounds.read() returns null for a file without .eh_frame_hdr", () => {
   // The BPF object is ELF without program headers, so without PT_GNU_EH_FRAME.

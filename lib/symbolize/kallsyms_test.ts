@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { KernelSymbols } from "./kallsyms.ts";
 import type { KernelAddress } from "../types.ts";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 
 function readKallsyms(): { text: string | null; reason: string } {
   try {
@@ -15,7 +16,8 @@ function readKallsyms(): { text: string | null; reason: string } {
 }
 
 const real = readKallsyms();
-if (real.text === null) console.log(`real kallsyms tests are skipped: ${real.reason}`);
+// Root reads the real addresses; CI runs as root.
+const realKallsyms = bootstrapped(real.text === null ? real.reason : null);
 
 interface Line {
   low: number;
@@ -33,9 +35,8 @@ function textSymbols(text: string): Line[] {
   return out;
 }
 
-Deno.test({
+Deno.test(requiring([realKallsyms], {
   name: "parse() of the real /proc/kallsyms resolves every kind of its symbols",
-  ignore: real.text === null,
   fn() {
     const text = real.text ?? "";
     const timings: number[] = [];
@@ -94,7 +95,7 @@ Deno.test({
         `(${moduleLines.filter((l) => l.module === "bpf").length} BPF programs)`,
     );
   },
-});
+}));
 
 Deno.test("parse() reads module and BPF program symbols out of order", () => {
   const text = [
@@ -142,9 +143,8 @@ Deno.test("parse() reports zeroed addresses instead of resolving them", () => {
   assert.equal(KernelSymbols.parse("").addressesHidden, false);
 });
 
-Deno.test({
+Deno.test(requiring([realKallsyms], {
   name: "loadFor() of the real /proc/kallsyms resolves its addresses as parse() does, for less",
-  ignore: real.text === null,
   fn() {
     const text = real.text ?? "";
     const full = KernelSymbols.parse(text);
@@ -182,7 +182,7 @@ Deno.test({
       assert.ok(partial.covers(address as KernelAddress));
     }
   },
-});
+}));
 
 Deno.test("parseFor() keeps the symbols of its addresses and knows where they end", () => {
   const text = [
@@ -246,9 +246,8 @@ Deno.test("loadFor() reads a file in chunks without losing lines that straddle t
   }
 });
 
-Deno.test({
+Deno.test(requiring([realKallsyms], {
   name: "loadFor() of kernel-image addresses only stops reading past them, with the same answers",
-  ignore: real.text === null,
   fn() {
     const text = real.text ?? "";
     const full = KernelSymbols.parse(text);
@@ -262,7 +261,7 @@ Deno.test({
       assert.deepEqual(partial.lookup(address as KernelAddress), full.lookup(address as KernelAddress));
     }
   },
-});
+}));
 
 Deno.test("parseFor() stops after the kernel image's symbols pass every wanted address", () => {
   const text = [

@@ -2,13 +2,10 @@ import assert from "node:assert/strict";
 import { configureLogging, type LogRecord, resetLogging } from "../log/logger.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "./native.ts";
 import type { Address, FileOffset } from "../types.ts";
-import { hasTool, run } from "../testing/commands.ts";
+import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const missing = ["gcc", "g++", "objcopy", "strip", "readelf", "c++filt", "ldd"].filter((t) => !hasTool(t));
-if (missing.length > 0) {
-  console.log(`native symbolizer tests are skipped: ${missing.join(", ")} not installed`);
-}
-const ignore = missing.length > 0;
+const tools = programs("gcc", "g++", "objcopy", "strip", "readelf", "c++filt", "ldd");
 
 interface Fixture {
   dir: string;
@@ -68,9 +65,8 @@ function runtimeFunctions(binary: string): RuntimeFunction[] {
   return functions;
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "symbolizeFileOffset() names the functions of a running process",
-  ignore,
   fn() {
     const { full } = build();
     using symbolizer = new NativeSymbolizer();
@@ -86,11 +82,10 @@ Deno.test({
     }
     assert.equal(symbolizer.stats.filesLoaded, 1);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "a stripped binary is symbolized through its debug file",
-  ignore,
   fn() {
     const { linked, stripped } = build();
     using symbolizer = new NativeSymbolizer();
@@ -107,11 +102,10 @@ Deno.test({
       "fixture_static_gamma",
     );
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "symbolize() looks files and debug files up under a root prefix",
-  ignore,
   fn() {
     const { dir, linked } = build();
     const root = `${dir}/root`;
@@ -126,7 +120,7 @@ Deno.test({
     });
     assert.equal(symbolizer.stats.debugFilesUsed, 1);
   },
-});
+}));
 
 function readelfValue(path: string, name: string): number {
   const line = run("readelf", "-sW", path).split("\n").find((l) => l.trim().endsWith(` ${name}`));
@@ -134,9 +128,8 @@ function readelfValue(path: string, name: string): number {
   return parseInt(line.trim().split(/\s+/)[1] ?? "", 16);
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "symbolize() demangles C++ names like c++filt",
-  ignore,
   fn() {
     const binary = `${build().dir}/names`;
     run("g++", "-O1", "-o", binary, new URL("./testdata/names.cpp", import.meta.url).pathname);
@@ -151,11 +144,10 @@ Deno.test({
     using raw = new NativeSymbolizer({ demangle: false });
     assert.equal(raw.symbolize(binary, value as Address)?.functionName, mangled);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "bad and unreadable files resolve to null, are counted and logged once",
-  ignore,
   fn() {
     const records: LogRecord[] = [];
     configureLogging({
@@ -188,15 +180,14 @@ Deno.test({
       resetLogging();
     }
   },
-});
+}));
 
 function openDescriptors(): number {
   return [...Deno.readDirSync("/proc/self/fd")].length;
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "the symbolizer keeps no file open and bounds its cache",
-  ignore,
   fn() {
     const { full, linked, stripped } = build();
     const libc = run("ldd", "/bin/true").match(/libc\.so\.\d+ => (\S+)/)?.[1];
@@ -219,11 +210,10 @@ Deno.test({
     byBytes.symbolize(libc, 0x1100 as Address);
     assert.equal(byBytes.cachedFiles, 1);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "symbolize() resolves libc functions and buildId() reads libc's",
-  ignore,
   fn() {
     const libc = run("ldd", "/bin/true").match(/libc\.so\.\d+ => (\S+)/)?.[1];
     assert.ok(libc !== undefined);
@@ -242,7 +232,7 @@ Deno.test({
       run("readelf", "-n", libc).match(/Build ID: ([0-9a-f]+)/)?.[1] ?? "",
     );
   },
-});
+}));
 
 Deno.test("formatUnknownFrame() shows the base name and hex offset", () => {
   assert.equal(formatUnknownFrame("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x2a1ca), "[libc.so.6+0x2a1ca]");
@@ -250,9 +240,8 @@ Deno.test("formatUnknownFrame() shows the base name and hex offset", () => {
   assert.equal(formatUnknownFrame("memfd:jit", 255), "[memfd:jit+0xff]");
 });
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "functionAt() gives the range of a function no symbol names, from the file's unwind entries",
-  ignore,
   fn() {
     const { full, stripped } = build();
     using symbolizer = new NativeSymbolizer();
@@ -265,4 +254,4 @@ Deno.test({
     assert.ok(range !== null && range.end > inside);
     assert.equal(symbolizer.functionAt("/nonexistent/binary", inside), null);
   },
-});
+}));

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { SymbolTable } from "./symbol_table.ts";
-import { hasTool, run } from "../testing/commands.ts";
+import { run } from "../testing/commands.ts";
+import { optional, programs, requiring } from "../testing/requirements.ts";
 
-const missing = ["gcc", "readelf", "nm", "ldd"].filter((t) => !hasTool(t));
-if (missing.length > 0) console.log(`symbol table tests are skipped: ${missing.join(", ")} not installed`);
-const ignore = missing.length > 0;
+const tools = programs("gcc", "readelf", "nm", "ldd");
 
 let fixturePath: string | undefined;
 function fixture(): string {
@@ -64,9 +63,8 @@ function namesByAddress(symbols: ReadelfSymbol[]): Map<number, Set<string>> {
   return map;
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "lookup() finds the enclosing symbol for every function readelf lists (fixture)",
-  ignore,
   fn() {
     using elf = ElfFile.open(fixture());
     const table = elf.symbols();
@@ -86,11 +84,10 @@ Deno.test({
       }
     }
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "lookup() extends a zero-size assembly label to the next symbol",
-  ignore,
   fn() {
     using elf = ElfFile.open(fixture());
     const table = elf.symbols();
@@ -104,11 +101,10 @@ Deno.test({
     assert.deepEqual(table.lookup(next - 1), { name: "fixture_asm_label", offset: next - 1 - label.value });
     assert.notEqual(table.lookup(next)?.name, "fixture_asm_label");
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "lookup() returns null outside every symbol",
-  ignore,
   fn() {
     using elf = ElfFile.open(fixture());
     const table = elf.symbols();
@@ -119,11 +115,10 @@ Deno.test({
     assert.equal(table.lookup(last.end), null);
     assert.equal(table.lookup(2 ** 46), null);
   },
-});
+}));
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "the table keeps one symbol per address and no data symbols",
-  ignore,
   fn() {
     using elf = ElfFile.open(fixture());
     const table = elf.symbols();
@@ -142,7 +137,7 @@ Deno.test({
     assert.ok(data.length > 0);
     for (const d of data) assert.ok(!starts.has(d.value) || codeAddresses.has(d.value));
   },
-});
+}));
 
 /** mulberry32, for a reproducible sample. */
 function prng(seed: number): () => number {
@@ -156,9 +151,8 @@ function prng(seed: number): () => number {
   };
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "lookup() agrees with nm on libc's dynamic symbols",
-  ignore,
   fn() {
     const path = libcPath();
     const t0 = performance.now();
@@ -190,7 +184,7 @@ Deno.test({
       assert.ok(owner >= s.value);
     }
   },
-});
+}));
 
 /** libjvm.so of each installed JDK: the largest C++ symbol tables commonly at hand. */
 function jvmLibraries(): string[] {
@@ -214,12 +208,11 @@ function jvmLibraries(): string[] {
   return out;
 }
 
-const jvms = ignore ? [] : jvmLibraries();
-if (!ignore && jvms.length === 0) console.log("the libjvm symbol table test is skipped: no JDK installed");
+const jvms = jvmLibraries();
+const jdk = optional(jvms.length > 0 ? null : "no JDK installed (no /usr/lib/jvm/*/lib/server/libjvm.so)");
 
-Deno.test({
+Deno.test(requiring([programs("nm"), jdk], {
   name: "lookup() agrees with nm on libjvm's 50k-symbol .symtab",
-  ignore: jvms.length === 0,
   fn() {
     for (const path of jvms) {
       const t0 = performance.now();
@@ -251,7 +244,7 @@ Deno.test({
       }
     }
   },
-});
+}));
 
 Deno.test("build() refuses a symbol table entry size below 24 bytes", () => {
   assert.throws(

@@ -14,12 +14,21 @@ export function run(cmd: string, ...args: string[]): string {
   return decoder.decode(out.stdout);
 }
 
-/** Whether `tool` is on PATH. */
-export function hasTool(tool: string): boolean {
-  try {
-    return new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
+/** The executable file `tool` names in the first directory of PATH that has one, or null. */
+export function toolPath(tool: string): string | null {
+  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
+    if (dir === "") continue;
+    try {
+      const info = Deno.statSync(`${dir}/${tool}`);
+      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return `${dir}/${tool}`;
+    } catch {
+      // Not in this directory.
+    }
   }
+  return null;
+}
+
+/** Whether `tool` is an executable file in a directory of PATH. */
+export function hasTool(tool: string): boolean {
+  return toolPath(tool) !== null;
 }

@@ -4,20 +4,11 @@ import { CfaInterpreter, CfaKind, type CfaRowSink, type CfaState, RegisterRule }
 import { type Cie, indexCfi, SkipCounter } from "./cfi.ts";
 import { parseReadelfFrames, runReadelf } from "./testdata/readelf_frames.ts";
 import { sleb, uleb } from "./testdata/cfi_builder.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 
-function missingTools(...tools: string[]): string[] {
-  return tools.filter((tool) =>
-    !new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync().success
-  );
-}
-
-const missing = missingTools("gcc", "readelf", "ldd");
-if (missing.length > 0) {
-  console.log(`CFA interpreter tests against readelf are skipped: ${missing.join(", ")} missing`);
-}
-const ignore = missing.length > 0;
+const tools = programs("gcc", "readelf", "ldd");
 
 /** readelf's names of the x86-64 DWARF registers 0..16. */
 const REGISTER_NAMES = [
@@ -152,9 +143,8 @@ function temp(): string {
   return tempDir;
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "CfaInterpreter gives readelf's rows for every FDE of libc, python3 and the CFI fixture",
-  ignore,
   fn() {
     const ldd = decoder.decode(
       new Deno.Command("ldd", { args: ["/bin/true"], stdout: "piped" }).outputSync().stdout,
@@ -172,7 +162,7 @@ Deno.test({
       assert.ok(compareFile(path) > 0);
     }
   },
-});
+}));
 
 /** A CIE like GCC's on x86-64, with the given alignment factors. */
 function testCie(codeAlignment = 1, dataAlignment = -8): Cie {

@@ -3,20 +3,11 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { CfiSkip, indexCfi, SkipCounter } from "./cfi.ts";
 import { parseReadelfFrames, runReadelf } from "./testdata/readelf_frames.ts";
 import { CfiWriter, uleb } from "./testdata/cfi_builder.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 
-function missingTools(...tools: string[]): string[] {
-  return tools.filter((tool) =>
-    !new Deno.Command("sh", { args: ["-c", `command -v ${tool}`], stdout: "null" }).outputSync().success
-  );
-}
-
-const missing = missingTools("gcc", "g++", "readelf", "ldd");
-if (missing.length > 0) {
-  console.log(`CFI tests against readelf are skipped: ${missing.join(", ")} not installed`);
-}
-const ignore = missing.length > 0;
+const tools = programs("gcc", "g++", "readelf", "ldd");
 
 let tempDir: string | undefined;
 function temp(): string {
@@ -83,9 +74,8 @@ function compareEntries(path: string): number {
   return fdes;
 }
 
-Deno.test({
+Deno.test(requiring([tools], {
   name: "indexCfi() reads the same CIEs and FDEs as readelf in libraries, C++ code and .debug_frame",
-  ignore,
   fn() {
     const ldd = decoder.decode(
       new Deno.Command("ldd", { args: ["/bin/true"], stdout: "piped" }).outputSync().stdout,
@@ -107,7 +97,7 @@ Deno.test({
       assert.ok(compareEntries(Deno.realPathSync(file)) > 0);
     }
   },
-});
+}));
 
 /** Indexes crafted `.eh_frame` bytes loaded at 0x2000. */
 function index(bytes: Uint8Array, kind: "eh_frame" | "debug_frame" = "eh_frame", stopAtTerminator = false) {

@@ -11,6 +11,7 @@ import {
   TIME_FORMAT,
 } from "./peer_output.ts";
 import { runs, TIME_PROGRAM } from "./peers.ts";
+import { bootstrapped, optional, requiring } from "../../lib/testing/requirements.ts";
 
 // Printed by bpftrace 0.17 for `@[comm, ustack, kstack] = count()`: both stacks, user only, neither,
 // and kernel only, in that order.
@@ -119,12 +120,13 @@ Deno.test("completeShare() counts samples of one thread name and those holding t
   assert.deepEqual(share, { samples: 8, complete: 5 });
 });
 
-const timeInstalled = await runs(TIME_PROGRAM, ["-f", "%e", "true"]);
-if (!timeInstalled) console.log(`SKIP parseTimeOutput() on real output: ${TIME_PROGRAM} is not installed`);
+// GNU time and perf are peers' tools, which bootstrap installs only with OMNIPROF_PEERS=1.
+const timeInstalled = optional(
+  await runs(TIME_PROGRAM, ["-f", "%e", "true"]) ? null : `${TIME_PROGRAM} is not installed`,
+);
 
-Deno.test({
+Deno.test(requiring([timeInstalled], {
   name: "parseTimeOutput() reads the summary after a non-zero exit status line",
-  ignore: !timeInstalled,
   fn: async () => {
     const dir = tempDir();
     try {
@@ -152,14 +154,15 @@ Deno.test({
       Deno.removeSync(dir, { recursive: true });
     }
   },
-});
+}));
 
-const perfMissing = Deno.uid() !== 0 ? "needs root" : !await runs("perf") ? "perf is not installed" : null;
-if (perfMissing !== null) console.log(`SKIP parsePerfScript() on a real recording: ${perfMissing}`);
+const perfNeeds = [
+  bootstrapped(Deno.uid() !== 0 ? "needs root" : null),
+  optional(await runs("perf") ? null : "perf is not installed"),
+];
 
-Deno.test({
+Deno.test(requiring(perfNeeds, {
   name: "parsePerfScript() finds the chain and CLOCK_MONOTONIC times in a real perf recording",
-  ignore: perfMissing !== null,
   fn: async () => {
     const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
     const dir = tempDir();
@@ -199,4 +202,4 @@ Deno.test({
       Deno.removeSync(dir, { recursive: true });
     }
   },
-});
+}));

@@ -7,32 +7,10 @@
 
 import { VMLINUX_BTF_PATH } from "../kernel_btf.ts";
 import { isFile } from "../../sys/files.ts";
+import { bootstrapped, type Requirement } from "../../testing/requirements.ts";
 
 /** Directory holding the C fixtures. */
 export const TESTDATA_DIR = new URL(".", import.meta.url).pathname;
-
-/** Whether `tool` is an executable on PATH. */
-export function hasTool(tool: string): boolean {
-  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
-    if (dir === "") continue;
-    try {
-      const info = Deno.statSync(`${dir}/${tool}`);
-      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return true;
-    } catch {
-      // Not in this directory.
-    }
-  }
-  return false;
-}
-
-/** Why tests needing `tools` cannot run, or undefined when all are on PATH. Logs the reason once. */
-export function missingTools(...tools: string[]): string | undefined {
-  const missing = tools.filter((t) => !hasTool(t));
-  if (missing.length === 0) return undefined;
-  const reason = `not on PATH: ${missing.join(", ")}`;
-  console.log(`Ignoring the BTF tests that compile fixtures: ${reason}`);
-  return reason;
-}
 
 /** Runs `cmd` and returns its stdout; throws with its stderr when it fails. */
 export async function run(cmd: string, args: string[], stdin?: string): Promise<string> {
@@ -55,15 +33,11 @@ export async function run(cmd: string, args: string[], stdin?: string): Promise<
   return decoder.decode(out.stdout);
 }
 
-/**
- * Why tests of the running kernel's BTF cannot run, or undefined when it has some. Logs the reason once,
- * as "Ignoring WHAT: ...".
- */
-export function kernelBtfMissing(what: string): string | undefined {
-  if (isFile(VMLINUX_BTF_PATH)) return undefined;
-  const reason = `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`;
-  console.log(`Ignoring ${what}: ${reason}`);
-  return reason;
+/** The running kernel's BTF, which CI's kernels have (bootstrap's machines run omniprof on them). */
+export function kernelBtf(): Requirement {
+  return bootstrapped(
+    isFile(VMLINUX_BTF_PATH) ? null : `${VMLINUX_BTF_PATH} does not exist (kernel built without BTF)`,
+  );
 }
 
 /** Runs `body` with `bytes` in a temporary file (a `.btf` name), which is removed afterwards. */

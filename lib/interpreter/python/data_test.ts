@@ -4,10 +4,20 @@ import type { InterpreterType } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { applyDebugOffsets, DEBUG_COOKIE, pythonOffsets, readDebugOffsets, versionHex } from "./offsets.ts";
 import { encodePythonProcInfo, PYTHON_PROC_INFO_LAYOUT } from "./proc_info.ts";
-import { attachPython, chainScript, pythonInstalls, startPython } from "./test_processes.ts";
+import {
+  attachPython,
+  chainScript,
+  pythonInstalls,
+  skipForMissingPythons,
+  startPython,
+} from "./test_processes.ts";
 
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`data tests skip ${reason}`);
+const debugOffsetsTest = (label: string) =>
+  `${label}: _PyRuntime carries debug offsets from 3.13 on, equal to the table`;
+const attachTest = (label: string) =>
+  `${label}: attach() publishes the record once, updates it on change, detach() removes it`;
+skipForMissingPythons(installs, debugOffsetsTest, attachTest);
 
 /** Counts the records written. */
 class CountingHandler extends MemoryEbpfHandler {
@@ -19,7 +29,7 @@ class CountingHandler extends MemoryEbpfHandler {
 }
 
 for (const install of installs.found) {
-  Deno.test(`${install.label}: _PyRuntime carries debug offsets from 3.13 on, equal to the table`, async () => {
+  Deno.test(debugOffsetsTest(install.label), async () => {
     await using python = await startPython(install.executable, chainScript().source);
     using attached = attachPython(python.pid);
     const { instance, data } = attached;
@@ -36,7 +46,7 @@ for (const install of installs.found) {
     assert.deepEqual(instance.offsets, table);
   });
 
-  Deno.test(`${install.label}: attach() publishes the record once, updates it on change, detach() removes it`, async () => {
+  Deno.test(attachTest(install.label), async () => {
     await using python = await startPython(install.executable, chainScript().source);
     using attached = attachPython(python.pid);
     const ebpf = new CountingHandler();

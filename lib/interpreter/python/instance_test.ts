@@ -10,13 +10,21 @@ import {
   chainScript,
   pythonInstalls,
   type PythonProcess,
+  skipForMissingPythons,
   startPython,
   twoThreadScript,
   whileStopped,
 } from "./test_processes.ts";
 
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`instance tests skip ${reason}`);
+const mainThreadTest = (label: string) =>
+  `${label}: the main thread's frames read from memory are pc, pb, pa, main, <module>`;
+const twoThreadsTest = (label: string) => `${label}: two threads' frames are each their own`;
+const runningReadTest = (label: string) =>
+  `${label}: reads of a running process agree with the stopped read once two agree`;
+const exitMidReadTest = (label: string) =>
+  `${label}: a process that exits mid-read gives RemoteMemoryError, never another error`;
+skipForMissingPythons(installs, mainThreadTest, twoThreadsTest, runningReadTest, exitMidReadTest);
 
 interface NamedFrame {
   name: string;
@@ -84,7 +92,7 @@ function minorOf(instance: PythonInstance): number {
 }
 
 for (const install of installs.found) {
-  Deno.test(`${install.label}: the main thread's frames read from memory are pc, pb, pa, main, <module>`, async () => {
+  Deno.test(mainThreadTest(install.label), async () => {
     const script = chainScript();
     await using python = await startPython(install.executable, script.source);
     using attached = attachPython(python.pid);
@@ -130,7 +138,7 @@ for (const install of installs.found) {
     );
   });
 
-  Deno.test(`${install.label}: two threads' frames are each their own`, async () => {
+  Deno.test(twoThreadsTest(install.label), async () => {
     const script = twoThreadScript();
     await using python = await startPython(install.executable, script.source);
     const announced = new Map<string, { ident: number; tid: number }>();
@@ -178,7 +186,7 @@ for (const install of installs.found) {
     }
   });
 
-  Deno.test(`${install.label}: reads of a running process agree with the stopped read once two agree`, async () => {
+  Deno.test(runningReadTest(install.label), async () => {
     const script = chainScript();
     await using python = await startPython(install.executable, script.source);
     using attached = attachPython(python.pid);
@@ -199,7 +207,7 @@ for (const install of installs.found) {
     assert.equal(consistent, await whileStopped(python.pid, read));
   });
 
-  Deno.test(`${install.label}: a process that exits mid-read gives RemoteMemoryError, never another error`, async () => {
+  Deno.test(exitMidReadTest(install.label), async () => {
     const script = chainScript();
     const python: PythonProcess = await startPython(install.executable, script.source);
     using attached = attachPython(python.pid);

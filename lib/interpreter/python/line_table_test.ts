@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { lineForOffset } from "./line_table.ts";
 import type { LineTableFormat } from "./offsets.ts";
-import { pythonInstalls } from "./test_processes.ts";
+import { pythonInstalls, skipForMissingPythons } from "./test_processes.ts";
 
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`line table tests skip ${reason}`);
+const lineTableTest = (label: string) =>
+  `lineForOffset() gives the line CPython gives every instruction (${label})`;
+skipForMissingPythons(installs, lineTableTest);
 
 interface CodeLines {
   name: string;
@@ -21,7 +23,7 @@ function hexBytes(hex: string): Uint8Array {
 }
 
 for (const install of installs.found) {
-  Deno.test(`lineForOffset() gives the line CPython gives every instruction (${install.label})`, () => {
+  Deno.test(lineTableTest(install.label), () => {
     const script = new URL("./testdata/line_tables.py", import.meta.url).pathname;
     const out = new Deno.Command(install.executable, { args: [script], stdout: "piped" }).outputSync();
     assert.ok(out.success);

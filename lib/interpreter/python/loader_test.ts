@@ -5,11 +5,16 @@ import { ElfFile } from "../../elf/elf_file.ts";
 import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { detectPythonFile, pythonLoader, pythonVersionFromName } from "./loader.ts";
-import { pythonInstalls } from "./test_processes.ts";
+import { pythonInstalls, skipForMissingPythons } from "./test_processes.ts";
+import { optional, requiring } from "../../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`loader tests skip ${reason}`);
+const detectTest = (label: string) => `detectPythonFile() reads ${label}'s interpreter file`;
+const evalLoopTest = (label: string) => `pythonLoader() declares ${label}'s eval loop to BPF`;
+const passesOverTest = (label: string) =>
+  `pythonLoader() passes over ${label}'s executable, which only imports libpython`;
+skipForMissingPythons(installs, detectTest, evalLoopTest, passesOverTest);
 
 interface BuildFacts {
   version: [number, number, number];
@@ -51,7 +56,7 @@ for (const install of installs.found) {
   const interpreterFile = inExecutable ? facts.executable : Deno.realPathSync(facts.library);
   const [major, minor, micro] = facts.version;
 
-  Deno.test(`detectPythonFile() reads ${install.label}'s interpreter file (${interpreterFile})`, () => {
+  Deno.test(detectTest(install.label), () => {
     using elf = ElfFile.open(interpreterFile);
     const detected = detectPythonFile(elf, interpreterFile);
     assert.ok(detected !== null);
@@ -67,7 +72,7 @@ for (const install of installs.found) {
     assert.equal(detected.tssTstateOffset, tls?.value ?? null);
   });
 
-  Deno.test(`pythonLoader() declares ${install.label}'s eval loop to BPF`, () => {
+  Deno.test(evalLoopTest(install.label), () => {
     const ebpf = new MemoryEbpfHandler();
     using info = new LoaderInfo({ fileId: fileId(interpreterFile), fileName: interpreterFile });
     const data = pythonLoader(ebpf, info);
@@ -77,14 +82,18 @@ for (const install of installs.found) {
     assert.deepEqual(entry?.ranges[0], info.getSymbolAsRanges("_PyEval_EvalFrameDefault")[0]);
   });
 
-  if (!inExecutable) {
-    Deno.test(`pythonLoader() passes over ${install.label}'s executable, which only imports libpython`, () => {
+  const linksLibpython = optional(
+    inExecutable ? `${install.label} has the interpreter in its executable` : null,
+  );
+  Deno.test(requiring([linksLibpython], {
+    name: passesOverTest(install.label),
+    fn: () => {
       const ebpf = new MemoryEbpfHandler();
       using info = new LoaderInfo({ fileId: fileId(facts.executable), fileName: facts.executable });
       assert.equal(pythonLoader(ebpf, info), null);
       assert.equal(ebpf.interpreterOffsets.size, 0);
-    });
-  }
+    },
+  }));
 }
 
 Deno.test("pythonVersionFromName() reads interpreter and library names, and nothing else", () => {

@@ -1,21 +1,17 @@
 import assert from "node:assert/strict";
-import { pythonInstalls } from "./test_processes.ts";
+import { pythonInstalls, skipForMissingPythons } from "./test_processes.ts";
+import { optional, programs, requiring } from "../../testing/requirements.ts";
+import { isFile } from "../../sys/files.ts";
 import { type PythonOffsets, pythonOffsets, versionFromHex, versionHex } from "./offsets.ts";
 
 const decoder = new TextDecoder();
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`offset tests skip ${reason}`);
-
-function hasGcc(): boolean {
-  try {
-    return new Deno.Command("gcc", { args: ["--version"], stdout: "null", stderr: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-}
-const gcc = hasGcc();
-if (!gcc) console.log("offset tests against the headers are skipped: gcc is not installed");
+const headersTest = (label: string) =>
+  `pythonOffsets() of ${label} equals offsetof() in its installed headers`;
+const hexVersionTest = (label: string) =>
+  `versionFromHex() and versionHex() agree with sys.hexversion of ${label}`;
+skipForMissingPythons(installs, headersTest, hexVersionTest);
+const gcc = programs("gcc");
 
 interface PythonFacts {
   version: [number, number, number];
@@ -41,19 +37,12 @@ for (const install of installs.found) {
   const facts = factsOf(install.executable);
   const [major, minor, micro] = facts.version;
   const internal = `${facts.include}/internal/pycore_pystate.h`;
-  let missing: string | null = gcc ? null : "gcc is not installed";
-  if (missing === null) {
-    try {
-      Deno.statSync(internal);
-    } catch {
-      missing = `${install.label} has no internal headers (${internal})`;
-    }
-  }
-  if (missing !== null) console.log(`offset test of ${install.label} is skipped: ${missing}`);
+  const headers = optional(
+    isFile(internal) ? null : `${install.label} has no internal headers (${internal})`,
+  );
 
-  Deno.test({
-    name: `pythonOffsets() of ${install.label} equals offsetof() in its installed headers`,
-    ignore: missing !== null,
+  Deno.test(requiring([gcc, headers], {
+    name: headersTest(install.label),
     fn() {
       const dir = Deno.makeTempDirSync({ prefix: "omniprof_pyoffsets_" });
       try {
@@ -80,9 +69,9 @@ for (const install of installs.found) {
         Deno.removeSync(dir, { recursive: true });
       }
     },
-  });
+  }));
 
-  Deno.test(`versionFromHex() and versionHex() agree with sys.hexversion of ${install.label}`, () => {
+  Deno.test(hexVersionTest(install.label), () => {
     assert.deepEqual(versionFromHex(facts.hexversion), { major, minor, micro });
     if ((facts.hexversion & 0xff) === 0xf0) {
       assert.equal(versionHex({ major, minor, micro }), facts.hexversion);

@@ -9,10 +9,19 @@ import {
   FIRST_LINE_STAMP_MASK,
   PythonSymbolizer,
 } from "./symbolize.ts";
-import { attachPython, pythonInstalls, startPython } from "./test_processes.ts";
+import {
+  anyPython,
+  attachPython,
+  pythonInstalls,
+  skipForMissingPythons,
+  startPython,
+} from "./test_processes.ts";
+import { requiring } from "../../testing/requirements.ts";
 
 const installs = pythonInstalls();
-for (const reason of installs.skipped) console.log(`symbolize tests skip ${reason}`);
+const codeObjectsTest = (label: string) =>
+  `PythonSymbolizer reads names, files and lines of ${label}'s code objects`;
+skipForMissingPythons(installs, codeObjectsTest);
 
 interface Expected {
   address: number;
@@ -36,7 +45,7 @@ Deno.test("encodePythonAddrOrLine() and decodePythonAddrOrLine() round-trip, neg
 });
 
 for (const install of installs.found) {
-  Deno.test(`PythonSymbolizer reads names, files and lines of ${install.label}'s code objects`, async () => {
+  Deno.test(codeObjectsTest(install.label), async () => {
     await using python = await startPython(install.executable, script);
     const expected = JSON.parse(python.output[0] ?? "[]") as Expected[];
     using attached = attachPython(python.pid);
@@ -86,9 +95,8 @@ for (const install of installs.found) {
 }
 
 const first = installs.found[0];
-Deno.test({
+Deno.test(requiring([anyPython(installs)], {
   name: "PythonSymbolizer keeps at most cacheSize code objects and re-reads on a first-line mismatch",
-  ignore: first === undefined,
   async fn() {
     await using python = await startPython(first!.executable, script);
     const expected = (JSON.parse(python.output[0] ?? "[]") as Expected[]).filter((c) => c.name !== null);
@@ -109,4 +117,4 @@ Deno.test({
     attached.memory.clearCache();
     assert.equal(symbolizer.symbolize(evicted.address as Address, 0).functionName, "<unknown>");
   },
-});
+}));

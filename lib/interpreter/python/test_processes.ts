@@ -7,9 +7,11 @@
  * @example
  * ```ts ignore
  * import { chainScript, pythonInstalls, startPython } from "./test_processes.ts";
- * for (const install of pythonInstalls().found) {
+ * const installs = pythonInstalls();
+ * for (const install of installs.found) {
  *   await using python = await startPython(install.executable, chainScript().source);
  * }
+ * skipForMissingPythons(installs, (label) => `${label} runs the chain script`);
  * ```
  *
  * @module
@@ -25,6 +27,8 @@ import { RemoteMemory } from "../remote_memory.ts";
 import type { PythonData } from "./data.ts";
 import type { PythonInstance } from "./instance.ts";
 import { pythonLoader } from "./loader.ts";
+import { optional, type Requirement, requiring } from "../../testing/requirements.ts";
+import { isFile } from "../../sys/files.ts";
 
 /** A Python to test against. */
 export interface PythonInstall {
@@ -33,10 +37,27 @@ export interface PythonInstall {
   readonly executable: string;
 }
 
-/** The installs found, and why others are missing. */
+/** A Python the tests want that is not here. */
+export interface MissingPython {
+  /** "system python3" or "pyenv 3.12". */
+  readonly label: string;
+  readonly reason: string;
+}
+
+/** The installs found, and the wanted ones that are missing with why. */
 export interface PythonInstalls {
   readonly found: readonly PythonInstall[];
-  readonly skipped: readonly string[];
+  readonly missing: readonly MissingPython[];
+}
+
+/** Debian's python3 (package python3), which bootstrap does not install. */
+export const SYSTEM_PYTHON = "/usr/bin/python3";
+
+/** {@linkcode SYSTEM_PYTHON}, for the tests that run it. */
+export function systemPython(): Requirement {
+  return optional(
+    isFile(SYSTEM_PYTHON) ? null : `${SYSTEM_PYTHON} is not installed (apt-get install python3)`,
+  );
 }
 
 const decoder = new TextDecoder();
@@ -54,34 +75,61 @@ function run(command: string, args: string[]): string | null {
 /** The system `python3` and the newest pyenv install of each 3.8-3.13, with reasons for the missing. */
 export function pythonInstalls(): PythonInstalls {
   const found: PythonInstall[] = [];
-  const skipped: string[] = [];
-  const system = "/usr/bin/python3";
+  const missing: MissingPython[] = [];
+  const system = SYSTEM_PYTHON;
   const systemVersion = run(system, ["-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
-  if (systemVersion === null) skipped.push(`system python3: ${system} does not run`);
+  if (systemVersion === null) missing.push({ label: "system python3", reason: `${system} does not run` });
   else found.push({ label: `system ${systemVersion}`, executable: system });
 
   const versions = run("pyenv", ["versions", "--bare"]);
-  if (versions === null) {
-    skipped.push("pyenv versions 3.8-3.13: pyenv is not installed");
-    return { found, skipped };
-  }
-  const listed = versions.split("\n").map((v) => v.trim()).filter((v) => /^3\.\d+\.\d+$/.test(v));
+  const listed = (versions ?? "").split("\n").map((v) => v.trim()).filter((v) => /^3\.\d+\.\d+$/.test(v));
   for (const minor of WANTED_MINORS) {
+    const label = `pyenv 3.${minor}`;
+    if (versions === null) {
+      missing.push({ label, reason: "pyenv is not installed" });
+      continue;
+    }
     const candidates = listed.filter((v) => v.startsWith(`3.${minor}.`));
     const version = candidates.sort((a, b) => Number(b.split(".")[2]) - Number(a.split(".")[2]))[0];
     if (version === undefined) {
-      skipped.push(`pyenv 3.${minor}: not installed`);
+      missing.push({ label, reason: `pyenv has no 3.${minor}` });
       continue;
     }
     const prefix = run("pyenv", ["prefix", version]);
     const executable = prefix === null ? null : `${prefix}/bin/python3`;
     if (executable === null || run(executable, ["-c", "pass"]) === null) {
-      skipped.push(`pyenv ${version}: its python3 does not run`);
+      missing.push({ label, reason: `the python3 of pyenv ${version} does not run` });
       continue;
     }
     found.push({ label: `pyenv ${version}`, executable });
   }
-  return { found, skipped };
+  return { found, missing };
+}
+
+/** Some Python to run, whichever: the tests that need one but not a particular one. */
+export function anyPython(installs: PythonInstalls): Requirement {
+  if (installs.found.length > 0) return optional(null);
+  return optional(
+    `no Python runs here (${installs.missing.map((p) => `${p.label}: ${p.reason}`).join("; ")})`,
+  );
+}
+
+/**
+ * Registers, for each wanted Python that is not here, the test each of `names` names for it, as skipped
+ * with the reason: the tests registered per Python found then count a missing Python as skipped tests
+ * rather than as nothing. (Particular Python versions are optional: bootstrap installs none.)
+ */
+export function skipForMissingPythons(
+  installs: PythonInstalls,
+  ...names: ((label: string) => string)[]
+): void {
+  for (const python of installs.missing) {
+    for (const name of names) {
+      Deno.test(
+        requiring([optional(python.reason)], { name: name(python.label), fn() {} }),
+      );
+    }
+  }
 }
 
 /** A script and the lines its markers are on. */

@@ -42,27 +42,30 @@ import { ProtobufReader, WireType } from "./protobuf_reader.ts";
 /**
  * Bounds of {@linkcode decodePprof}: a pprof file is small when compressed whatever it holds (a 58 KB file
  * can name 60 million frames), so each table is bounded by itself, far above real profiles and low enough
- * that a small hostile file cannot take gigabytes. For scale, a 10 s whole-system recording at 999 Hz on
- * two CPUs decodes from 876 KB to 8,009 samples, 11,403 locations, 115 frames in its deepest stack and
- * 681 bytes in its longest name; the deepest stacks real profilers keep are 128 frames (Go's runtime),
- * 127 (perf, by default), 192 (omniprof) and 2048 (async-profiler, by default).
+ * that the most a small file can ask for (a million samples of 16 frames: 56 KB of gzip) decodes in about
+ * half a gigabyte; larger files take more, in proportion. For scale, a 10 s whole-system recording at
+ * 999 Hz on two CPUs decodes from 876 KB to 8,009 samples, 11,403 locations, 41 mappings, 115 frames in
+ * its deepest stack (16 on average) and 681 bytes in its longest name; the deepest stacks real profilers
+ * keep are 128 frames (Go's runtime), 127 (perf, by default), 192 (omniprof) and 2048 (async-profiler, by
+ * default); and Grafana Pyroscope, which takes pprof files from every kind of profiler, refuses by default
+ * those over 4 MiB uncompressed or 4,000 samples.
  */
 export interface PprofLimits {
-  /** Size of the protocol buffer message, after decompression: 300 times that recording. */
+  /** Size of the protocol buffer message, after decompression: 150 times that recording. */
   maxBytes: number;
-  /** Samples: 500 times that recording's. */
+  /** Samples: 130 times that recording's. */
   maxSamples: number;
   /** Frames of one sample after inline expansion: 32 times the deepest kept by any profiler above. */
   maxFramesPerSample: number;
-  /** Frames over all samples after inline expansion: 16 on average at the sample bound. */
+  /** Frames over all samples after inline expansion: 16 a sample at the sample bound, as recorded. */
   maxFrames: number;
-  /** Locations after inline expansion (one per line), and distinct location ids referred to. */
+  /** Locations after inline expansion (one per line), and distinct location ids referred to: 90 times. */
   maxLocations: number;
-  /** Functions, and distinct function ids referred to. */
+  /** Functions, and distinct function ids referred to: as many as locations. */
   maxFunctions: number;
-  /** Mappings, and distinct mapping ids referred to: a thousand processes of a thousand files each. */
+  /** Mappings, and distinct mapping ids referred to: a thousand processes of 130 files each. */
   maxMappings: number;
-  /** Entries of the string table: two per function and location at their bounds. */
+  /** Entries of the string table: a name and a file name per function at their bound. */
   maxStrings: number;
   /** Bytes of one string: the longest demangled C++ names run to tens of kilobytes. */
   maxStringBytes: number;
@@ -74,16 +77,16 @@ export interface PprofLimits {
 
 /** The bounds {@linkcode decodePprof} applies unless told otherwise. */
 export const PPROF_LIMITS: Readonly<PprofLimits> = {
-  maxBytes: 256 << 20,
-  maxSamples: 1 << 22,
+  maxBytes: 128 << 20,
+  maxSamples: 1 << 20,
   maxFramesPerSample: 1 << 16,
-  maxFrames: 1 << 26,
-  maxLocations: 1 << 22,
-  maxFunctions: 1 << 22,
-  maxMappings: 1 << 20,
-  maxStrings: 1 << 23,
+  maxFrames: 1 << 24,
+  maxLocations: 1 << 20,
+  maxFunctions: 1 << 20,
+  maxMappings: 1 << 17,
+  maxStrings: 1 << 21,
   maxStringBytes: 1 << 20,
-  maxLabels: 1 << 24,
+  maxLabels: 1 << 22,
   maxSampleTypes: 64,
 };
 

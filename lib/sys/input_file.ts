@@ -63,7 +63,7 @@ export async function readInputFile(path: string, options: InputFileOptions): Pr
 }
 
 function readRegular(fd: number, path: string, size: number, options: InputFileOptions): Uint8Array {
-  if (size > options.maxBytes) throw tooLarge(path, `${size} bytes`, options);
+  if (size > options.maxBytes) throw tooLarge(path, size, options);
   // One byte more than fstat said: a file that grows while it is read is noticed instead of cut short.
   const buffer = new Uint8Array(size + 1);
   let filled = 0;
@@ -92,7 +92,7 @@ async function readStream(fd: number, path: string, options: InputFileOptions): 
     }
     if (count === 0) break;
     total += count;
-    if (total > options.maxBytes) throw tooLarge(path, "the stream is", options);
+    if (total > options.maxBytes) throw tooLarge(path, null, options);
     chunks.push(chunk.subarray(0, count));
   }
   const out = new Uint8Array(total);
@@ -114,10 +114,12 @@ function readSome(fd: number, path: string, buffer: Uint8Array): number | null {
   }
 }
 
-function tooLarge(path: string, size: string, options: InputFileOptions): InputFileError {
+/** The error for a file of `size` bytes (null: a stream that went on) over the bound. */
+function tooLarge(path: string, size: number | null, options: InputFileOptions): InputFileError {
+  const what = size === null ? "the stream holds more" : `${size} bytes, more`;
   return new InputFileError(
     path,
-    `${size} larger than the ${formatLimit(options.maxBytes)} omniprof reads as a ${options.kind}`,
+    `${what} than the ${formatLimit(options.maxBytes)} omniprof reads as a ${options.kind}`,
   );
 }
 

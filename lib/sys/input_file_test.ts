@@ -34,7 +34,7 @@ Deno.test(
     Deno.writeFileSync(`${dir}/large`, new Uint8Array(1001));
     await assertRefused(
       `${dir}/large`,
-      /^Cannot read .*: 1001 bytes larger than the 1000 bytes omniprof reads as a test file$/,
+      /^Cannot read .*: 1001 bytes, more than the 1000 bytes omniprof reads as a test file$/,
     );
     // A file the reader may not open says so (root may open anything: then the file is simply read).
     Deno.writeFileSync(`${dir}/secret`, bytes, { mode: 0o000 });
@@ -94,6 +94,6 @@ Deno.test("readInputFile() stops reading an endless pipe at its bound", async ()
   assert.equal(stdout, "");
   assert.equal(
     stderr,
-    "Cannot read /dev/stdin: the stream is larger than the 64 KiB omniprof reads as a test file",
+    "Cannot read /dev/stdin: the stream holds more than the 64 KiB omniprof reads as a test file",
   );
 });

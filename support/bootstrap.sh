@@ -19,9 +19,10 @@ pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "insta
 # workload, npm fetches deno.
 packages=(clang llvm libbpf1 libbpf-dev gcc libc6-dev)
 # Only for the tests (`deno task test`, CI): g++ builds the C++ workload, tmux is the terminal the live
-# `top` test drives, chromium runs the HTML flamegraph test.
+# `top` test drives, chromium runs the HTML flamegraph test, time measures the peak memory of `report` on
+# hostile input, openssl makes the private CA of the agent's TLS tests.
 if [ "${OMNIPROF_TEST_DEPS:-0}" = 1 ] || [ "${CI:-}" = true ] || [[ " $* " == *" test "* ]]; then
-  packages+=(g++ tmux chromium)
+  packages+=(g++ tmux chromium time openssl)
 fi
 for pkg in "${packages[@]}"; do
   pkg_installed "$pkg" || need_apt+=("$pkg")

@@ -13,6 +13,12 @@
  *
  * Both read the `ExportProfilesServiceResponse` for a partial success (profiles the endpoint rejected).
  *
+ * The endpoint is trusted with profiles, not with the agent's memory or its headers: a response is read
+ * up to {@linkcode MAX_RESPONSE_BYTES} and the connection dropped past it, a redirect is a failure (the
+ * request's headers, credentials included, would go wherever it points), and a URL carrying credentials
+ * is refused (a command line is readable by every user). With `https`, `caCerts` adds trusted
+ * certificate authorities, for collectors whose certificate a private CA signed.
+ *
  * @example
  * ```ts ignore
  * import { createExporter } from "./otlp_exporter.ts";
@@ -23,7 +29,7 @@
  * @module
  */
 import http2 from "node:http2";
-import { gunzipSync } from "node:zlib";
+import { gunzipBounded } from "../output/gunzip.ts";
 import { ProtobufReader, WireType } from "../output/protobuf_reader.ts";
 import type { SendResult } from "./export_queue.ts";
 
@@ -58,8 +64,11 @@ const GRPC_CODE_NAMES: Readonly<Record<number, string>> = {
 };
 /** Longest Retry-After honoured: a misconfigured server must not stall the agent for hours. */
 const MAX_RETRY_AFTER_MS = 5 * 60_000;
-/** Longest response body read (a response is a few bytes; an error page may be more). */
-const MAX_RESPONSE_BYTES = 1 << 20;
+/**
+ * Longest response body read, and largest decompressed gRPC message: an export response is a few bytes (a
+ * partial success with its message), an error page a few kilobytes.
+ */
+export const MAX_RESPONSE_BYTES = 1 << 20;
 
 /** Options of {@linkcode createExporter}. */
 export interface ExporterOptions {
@@ -72,6 +81,8 @@ export interface ExporterOptions {
   headers?: Readonly<Record<string, string>>;
   /** Sent as `User-Agent`. */
   userAgent?: string;
+  /** PEM certificates of authorities trusted for `https` besides the system's (a private CA). */
+  caCerts?: readonly string[];
 }
 
 /** Sends export requests to one endpoint. */
@@ -98,6 +109,15 @@ export function parseEndpoint(endpoint: string): URL {
   } catch {
     throw new RangeError(
       `Cannot use ${endpoint} as an OTLP endpoint: not a URL (e.g. http://collector:4318)`,
+    );
+  }
+  if (url.username !== "" || url.password !== "") {
+    // Not echoed: the message would carry the secret into logs.
+    url.username = "";
+    url.password = "";
+    throw new RangeError(
+      `Cannot use the OTLP endpoint ${url.origin}: credentials in the URL are refused (every user can read ` +
+        `a command line); send them as a header, from --header-file FILE or OTEL_EXPORTER_OTLP_HEADERS`,
     );
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
@@ -170,10 +190,14 @@ class HttpExporter implements ProfileExporter {
   readonly target: string;
   #timeoutMs: number;
   #headers: Record<string, string>;
+  #client: Deno.HttpClient | undefined;
 
   constructor(url: URL, options: ExporterOptions) {
     this.target = httpExportUrl(url);
     this.#timeoutMs = options.timeoutMs ?? 10_000;
+    if (options.caCerts !== undefined && options.caCerts.length > 0) {
+      this.#client = Deno.createHttpClient({ caCerts: [...options.caCerts] });
+    }
     this.#headers = {
       ...options.headers,
       "content-type": "application/x-protobuf",
@@ -191,23 +215,38 @@ class HttpExporter implements ProfileExporter {
         // Never backed by a SharedArrayBuffer here; the type only says it could be.
         body: gzippedRequest as Uint8Array<ArrayBuffer>,
         signal: AbortSignal.any([signal, AbortSignal.timeout(this.#timeoutMs)]),
+        // A redirect is answered, not followed: following would send the headers to another place.
+        redirect: "manual",
+        client: this.#client,
       });
     } catch (error) {
       return { ok: false, retryable: true, reason: reasonOf(error) };
     }
     let body: Uint8Array;
+    let complete: boolean;
     try {
-      body = new Uint8Array(await response.arrayBuffer());
+      ({ bytes: body, complete } = await readCapped(response.body, MAX_RESPONSE_BYTES));
     } catch (error) {
       return { ok: false, retryable: true, reason: `reading the response: ${reasonOf(error)}` };
     }
     const status = `HTTP ${response.status} ${response.statusText}`.trim();
+    if (response.status >= 300 && response.status < 400) {
+      const location = response.headers.get("location");
+      return {
+        ok: false,
+        retryable: false,
+        reason: `${status}${location === null ? "" : ` to ${location.slice(0, 200)}`}: redirects are not ` +
+          `followed (they would take the request's headers elsewhere); give the final URL as the endpoint`,
+      };
+    }
     if (response.ok) {
+      // Accepted; a body cut short or unreadable carries no partial-success details.
+      if (!complete) return { ok: true };
       try {
-        const { rejected, message } = decodeExportResponse(body.subarray(0, MAX_RESPONSE_BYTES));
+        const { rejected, message } = decodeExportResponse(body);
         return { ok: true, rejected, message };
       } catch {
-        return { ok: true }; // accepted; an unreadable body carries no partial-success details
+        return { ok: true };
       }
     }
     const detail = errorDetail(response.headers.get("content-type"), body);
@@ -223,10 +262,42 @@ class HttpExporter implements ProfileExporter {
     return { ok: false, retryable: false, reason };
   }
 
-  close(): void {}
+  close(): void {
+    this.#client?.close();
+    this.#client = undefined;
+  }
 
   [Symbol.dispose](): void {
     this.close();
+  }
+}
+
+/**
+ * Reads a response body up to `maxBytes` and cancels the rest (which closes the connection), so a
+ * collector that answers without end costs at most the bound. `complete` is false when the body was cut.
+ */
+async function readCapped(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<{ bytes: Uint8Array; complete: boolean }> {
+  if (body === null) return { bytes: new Uint8Array(0), complete: true };
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { bytes: concatChunks(chunks), complete: true };
+      if (total + value.length > maxBytes) {
+        chunks.push(value.subarray(0, maxBytes - total));
+        await reader.cancel();
+        return { bytes: concatChunks(chunks), complete: false };
+      }
+      chunks.push(value);
+      total += value.length;
+    }
+  } finally {
+    reader.releaseLock();
   }
 }
 
@@ -253,10 +324,12 @@ class GrpcExporter implements ProfileExporter {
   #origin: string;
   #timeoutMs: number;
   #headers: Record<string, string>;
+  #caCerts: string[] | undefined;
   #session: http2.ClientHttp2Session | null = null;
 
   constructor(url: URL, options: ExporterOptions) {
     this.#origin = url.origin;
+    if (options.caCerts !== undefined && options.caCerts.length > 0) this.#caCerts = [...options.caCerts];
     this.target = `${url.origin}${OTLP_GRPC_PATH}`;
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#headers = {
@@ -268,7 +341,9 @@ class GrpcExporter implements ProfileExporter {
   #connect(): http2.ClientHttp2Session {
     const session = this.#session;
     if (session && !session.closed && !session.destroyed) return session;
-    const fresh = http2.connect(this.#origin);
+    const fresh = this.#caCerts === undefined
+      ? http2.connect(this.#origin)
+      : http2.connect(this.#origin, { ca: this.#caCerts });
     // Errors also reach the request; this keeps an unhandled 'error' event from ending the process.
     fresh.on("error", () => {});
     const forget = () => {
@@ -343,8 +418,20 @@ class GrpcExporter implements ProfileExporter {
         responseEncoding = headerValue(headers["grpc-encoding"]) ?? "identity";
       });
       request.on("data", (chunk: Uint8Array) => {
+        if (settled) return;
         received += chunk.length;
-        if (received <= MAX_RESPONSE_BYTES) chunks.push(chunk);
+        if (received <= MAX_RESPONSE_BYTES) {
+          chunks.push(chunk);
+          return;
+        }
+        // Past the bound the stream is reset: the rest is neither read nor waited for. Whether the
+        // collector took the profile cannot be known; resending would meet the same answer.
+        request?.close(http2.constants.NGHTTP2_CANCEL);
+        finish({
+          ok: false,
+          retryable: false,
+          reason: `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read`,
+        });
       });
       let trailerStatus: string | undefined;
       let trailerMessage: string | undefined;
@@ -358,10 +445,13 @@ class GrpcExporter implements ProfileExporter {
         if (httpStatus !== 200) {
           // Not a gRPC answer (a proxy's error page, say): map the HTTP status as gRPC does.
           const retryable = httpStatus === 0 || [429, 502, 503, 504].includes(httpStatus);
+          const redirect = httpStatus >= 300 && httpStatus < 400 ? " (a redirect: not followed)" : "";
           return finish({
             ok: false,
             retryable,
-            reason: httpStatus === 0 ? "the connection closed without an answer" : `HTTP ${httpStatus}`,
+            reason: httpStatus === 0
+              ? "the connection closed without an answer"
+              : `HTTP ${httpStatus}${redirect}`,
           });
         }
         const code = Number(trailerStatus ?? headerStatus ?? NaN);
@@ -422,7 +512,10 @@ export function frameGrpcMessage(payload: Uint8Array, compressed: boolean): Uint
   return framed;
 }
 
-/** The first message of a gRPC response body (empty when there is none), decompressed if flagged. */
+/**
+ * The first message of a gRPC response body (empty when there is none), decompressed if flagged, at most
+ * {@linkcode MAX_RESPONSE_BYTES} once decompressed. Throws a `RangeError` "Cannot ..." for a malformed one.
+ */
 export function unframeGrpcMessage(body: Uint8Array, encoding: string): Uint8Array {
   if (body.length === 0) return body;
   if (body.length < 5) throw new RangeError(`Cannot read a gRPC message: ${body.length} bytes, need 5`);
@@ -435,7 +528,7 @@ export function unframeGrpcMessage(body: Uint8Array, encoding: string): Uint8Arr
   const payload = body.subarray(5, 5 + length);
   if (body[0] === 0) return payload;
   if (encoding !== "gzip") throw new RangeError(`Cannot read a gRPC message compressed with ${encoding}`);
-  return gunzipSync(payload);
+  return gunzipBounded(payload, MAX_RESPONSE_BYTES, "a gRPC message");
 }
 
 function concatChunks(chunks: Uint8Array[]): Uint8Array {

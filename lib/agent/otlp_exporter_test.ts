@@ -2,11 +2,13 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { ProtobufWriter } from "../output/protobuf_writer.ts";
+import { hasTool, run } from "../testing/commands.ts";
 import {
   createExporter,
   decodeExportResponse,
   frameGrpcMessage,
   httpExportUrl,
+  MAX_RESPONSE_BYTES,
   OTLP_GRPC_PATH,
   parseEndpoint,
   parseRetryAfter,
@@ -202,7 +204,7 @@ Deno.test("gRPC exporter calls ProfilesService/Export and maps grpc-status to re
     assert.equal(call!.headers["grpc-encoding"], "gzip");
     assert.equal(call!.headers["te"], "trailers");
     assert.match(String(call!.headers["grpc-timeout"]), /^\d+m$/);
-    assert.deepEqual(call!.payload, gunzipSync(body));
+    assert.deepEqual(call!.payload, new Uint8Array(gunzipSync(body)));
 
     answer = () => ({ status: 0, response: partialSuccess(1, "one too old") });
     assert.deepEqual(await exporter.send(body, signal), { ok: true, rejected: 1, message: "one too old" });
@@ -230,3 +232,288 @@ Deno.test("gRPC exporter calls ProfilesService/Export and maps grpc-status to re
   assert.ok(!refused.ok && refused.retryable, JSON.stringify(refused));
   exporter.close();
 });
+
+Deno.test("parseEndpoint() refuses credentials in the URL without repeating them", () => {
+  for (
+    const endpoint of ["http://alice:s3cret@collector:4318", "https://t0ken@collector", "http://:s3cret@c"]
+  ) {
+    assert.throws(() => parseEndpoint(endpoint), (error: unknown) => {
+      assert.ok(error instanceof RangeError);
+      assert.match(error.message, /credentials in the URL are refused/);
+      assert.match(error.message, /--header-file FILE or OTEL_EXPORTER_OTLP_HEADERS/);
+      assert.doesNotMatch(error.message, /s3cret|t0ken|alice/);
+      return true;
+    });
+  }
+});
+
+Deno.test("HTTP exporter does not follow a redirect, and says so", async () => {
+  // The place the redirect points to: it must never see the request or its headers.
+  const elsewhere = httpServer(() => new Response(null, { status: 200 }));
+  const redirecting = httpServer(() =>
+    new Response(null, { status: 307, headers: { location: `${elsewhere.url}/v1development/profiles` } })
+  );
+  try {
+    using exporter = createExporter({
+      endpoint: redirecting.url,
+      protocol: "http",
+      headers: { authorization: "Bearer secret" },
+    });
+    const result = await exporter.send(body, new AbortController().signal);
+    assert.equal(result.ok, false);
+    assert.ok(!result.ok && !result.retryable, "a redirect will not go away by itself");
+    assert.match(
+      result.reason,
+      new RegExp(
+        `^HTTP 307 Temporary Redirect to ${elsewhere.url}/v1development/profiles: redirects are not followed`,
+      ),
+    );
+    assert.equal(redirecting.requests.length, 1);
+    assert.equal(elsewhere.requests.length, 0, "nothing went where the redirect pointed");
+  } finally {
+    await redirecting.server.shutdown();
+    await elsewhere.server.shutdown();
+  }
+});
+
+/** A server whose answers never end: it counts what it wrote and resolves `closed` when the client leaves. */
+function endlessHttpServer(status: number) {
+  const chunk = new Uint8Array(1 << 16).fill(0x41);
+  const state = { written: 0, closed: Promise.withResolvers<void>() };
+  const { server, url } = httpServer(() =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        pull(controller) {
+          controller.enqueue(chunk);
+          state.written += chunk.length;
+        },
+        cancel() {
+          state.closed.resolve();
+        },
+      }),
+      { status },
+    )
+  );
+  return { server, url, state };
+}
+
+function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} not within ${ms} ms`)), ms);
+    }),
+  ]);
+}
+
+Deno.test("HTTP exporter stops reading an endless response at its bound and drops the connection", async () => {
+  for (const status of [200, 500]) {
+    const { server, url, state } = endlessHttpServer(status);
+    try {
+      using exporter = createExporter({ endpoint: url, protocol: "http", timeoutMs: 2000 });
+      const result = await exporter.send(body, new AbortController().signal);
+      if (status === 200) {
+        assert.deepEqual(result, { ok: true }, "accepted; the cut body gives no partial-success details");
+      } else {
+        assert.ok(!result.ok && result.retryable, JSON.stringify(result).slice(0, 200));
+        assert.match(result.reason, /^HTTP 500 Internal Server Error: A{200}$/);
+      }
+      // The server sees the connection close as soon as the bound is reached, not at the timeout.
+      await within(2000, "the server noticing the client left", state.closed.promise);
+      const written = state.written;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(state.written, written, "nothing more was asked for once the connection closed");
+      console.log(`HTTP ${status}: the server wrote ${written} bytes before the client left`);
+    } finally {
+      await server.shutdown();
+    }
+  }
+});
+
+Deno.test("gRPC exporter resets a stream whose answer outgrows its bound", async () => {
+  const chunk = new Uint8Array(1 << 16).fill(0x41);
+  let written = 0;
+  const closed = Promise.withResolvers<void>();
+  const server = http2.createServer();
+  server.on("stream", (stream) => {
+    stream.on("error", () => {});
+    stream.on("close", () => closed.resolve());
+    stream.on("data", () => {});
+    stream.on("end", () => {
+      stream.respond({ ":status": 200, "content-type": "application/grpc" });
+      const pump = () => {
+        while (!stream.destroyed && !stream.closed) {
+          written += chunk.length;
+          if (!stream.write(chunk)) return void stream.once("drain", pump);
+        }
+      };
+      pump();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const exporter = createExporter({ endpoint: url, protocol: "grpc", timeoutMs: 5000 });
+  try {
+    const result = await exporter.send(body, new AbortController().signal);
+    assert.deepEqual(result, {
+      ok: false,
+      retryable: false,
+      reason: `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read`,
+    });
+    await within(2000, "the server seeing the stream reset", closed.promise);
+    console.log(`gRPC: the server wrote ${written} bytes before the stream was reset`);
+  } finally {
+    exporter.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+Deno.test("unframeGrpcMessage() refuses a message that decompresses past the bound", () => {
+  const bomb = frameGrpcMessage(gzipSync(new Uint8Array(MAX_RESPONSE_BYTES + 1)), true);
+  assert.throws(
+    () => unframeGrpcMessage(bomb, "gzip"),
+    new RegExp(
+      `^RangeError: Cannot decode a gRPC message: decompresses to more than ${MAX_RESPONSE_BYTES} bytes`,
+    ),
+  );
+  const whole = new Uint8Array(MAX_RESPONSE_BYTES).fill(7);
+  assert.deepEqual(unframeGrpcMessage(frameGrpcMessage(gzipSync(whole), true), "gzip"), whole);
+});
+
+/** A private CA and a certificate it signed for 127.0.0.1, made with openssl; null with the reason it cannot. */
+function privateCa(): { ca: string; cert: string; key: string } | string {
+  if (!hasTool("openssl")) {
+    return "openssl is missing (Debian package openssl, installed by bootstrap for the tests)";
+  }
+  const dir = Deno.makeTempDirSync({ prefix: "omniprof-tls-" });
+  try {
+    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    run(
+      "openssl",
+      ...["req", "-x509", ...ec, "-keyout", `${dir}/ca.key`, "-out", `${dir}/ca.pem`, "-days", "1"],
+      ...["-subj", "/CN=omniprof test CA", "-addext", "basicConstraints=critical,CA:TRUE"],
+      ...["-addext", "keyUsage=critical,keyCertSign"],
+    );
+    run(
+      "openssl",
+      "req",
+      ...ec,
+      "-keyout",
+      `${dir}/server.key`,
+      "-out",
+      `${dir}/server.csr`,
+      "-subj",
+      "/CN=127.0.0.1",
+    );
+    Deno.writeTextFileSync(`${dir}/ext`, "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n");
+    run(
+      "openssl",
+      ...["x509", "-req", "-in", `${dir}/server.csr`, "-CA", `${dir}/ca.pem`, "-CAkey", `${dir}/ca.key`],
+      ...["-CAcreateserial", "-out", `${dir}/server.pem`, "-days", "1", "-extfile", `${dir}/ext`],
+    );
+    return {
+      ca: Deno.readTextFileSync(`${dir}/ca.pem`),
+      cert: Deno.readTextFileSync(`${dir}/server.pem`),
+      key: Deno.readTextFileSync(`${dir}/server.key`),
+    };
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+const tls = privateCa();
+
+function tlsTest(name: string, fn: (pki: { ca: string; cert: string; key: string }) => Promise<void>) {
+  if (typeof tls === "string") console.log(`SKIP ${name}: ${tls}`);
+  return { name, ignore: typeof tls === "string", fn: () => fn(tls as Exclude<typeof tls, string>) };
+}
+
+Deno.test(
+  tlsTest(
+    "HTTP exporter reaches an https collector signed by a private CA given with caCerts",
+    async (pki) => {
+      const requests: string[] = [];
+      const server = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, cert: pki.cert, key: pki.key, onListen: () => {} },
+        async (request) => {
+          requests.push(
+            `${request.headers.get("authorization")} ${(await request.arrayBuffer()).byteLength}`,
+          );
+          return new Response(partialSuccess(1, "one too old") as Uint8Array<ArrayBuffer>, { status: 200 });
+        },
+      );
+      const url = `https://127.0.0.1:${(server.addr as Deno.NetAddr).port}`;
+      try {
+        {
+          using trusting = createExporter({
+            endpoint: url,
+            protocol: "http",
+            caCerts: [pki.ca],
+            headers: { authorization: "Bearer secret" },
+          });
+          const result = await trusting.send(body, new AbortController().signal);
+          assert.deepEqual(result, { ok: true, rejected: 1, message: "one too old" });
+          assert.deepEqual(requests, [`Bearer secret ${body.length}`]);
+        }
+        // Without the CA the certificate is unknown: nothing is sent, and the failure names the certificate.
+        using doubting = createExporter({
+          endpoint: url,
+          protocol: "http",
+          headers: { authorization: "Bearer secret" },
+        });
+        const refused = await doubting.send(body, new AbortController().signal);
+        assert.ok(!refused.ok && refused.retryable, JSON.stringify(refused));
+        console.log(`without the CA: ${refused.reason}`);
+        assert.match(refused.reason, /certificate|UnknownIssuer/i);
+        assert.equal(requests.length, 1, "the untrusted server received nothing");
+      } finally {
+        await server.shutdown();
+      }
+    },
+  ),
+);
+
+Deno.test(
+  tlsTest("gRPC exporter reaches a TLS collector signed by a private CA given with caCerts", async (pki) => {
+    const calls: string[] = [];
+    const server = http2.createSecureServer({ cert: pki.cert, key: pki.key });
+    server.on("stream", (stream, headers) => {
+      stream.on("data", () => {});
+      stream.on("end", () => {
+        calls.push(String(headers["authorization"]));
+        stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "0" }, {
+          endStream: true,
+        });
+      });
+    });
+    // A failed handshake is the client's business; the server carries on.
+    server.on("tlsClientError", () => {});
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `https://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const trusting = createExporter({
+      endpoint: url,
+      protocol: "grpc",
+      caCerts: [pki.ca],
+      headers: { authorization: "Bearer secret" },
+    });
+    const doubting = createExporter({ endpoint: url, protocol: "grpc", timeoutMs: 5000 });
+    try {
+      assert.deepEqual(await trusting.send(body, new AbortController().signal), {
+        ok: true,
+        rejected: 0,
+        message: "",
+      });
+      assert.deepEqual(calls, ["Bearer secret"]);
+      const refused = await doubting.send(body, new AbortController().signal);
+      assert.ok(!refused.ok && refused.retryable, JSON.stringify(refused));
+      console.log(`without the CA: ${refused.reason}`);
+      assert.match(refused.reason, /certificate/i);
+      assert.equal(calls.length, 1, "the untrusted server received nothing");
+    } finally {
+      trusting.close();
+      doubting.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }),
+);

@@ -14,7 +14,15 @@ import {
   parseEndpoint,
   type ProfileExporter,
 } from "../agent/otlp_exporter.ts";
+import {
+  HeaderError,
+  OTLP_HEADER_VARIABLES,
+  parseHeaderAssignment,
+  parseHeaderFile,
+  parseOtlpHeadersVariable,
+} from "../agent/otlp_headers.ts";
 import { checkWritable } from "../record/output_file.ts";
+import { InputFileError, readInputFile } from "../sys/input_file.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseOptions } from "./options.ts";
 import { join } from "node:path";
@@ -32,9 +40,19 @@ export interface AgentArgs {
   bufferLimit: number;
   shutdownTimeoutSeconds: number;
   requestTimeoutSeconds: number;
+  /** Headers of `--header`, names lowercased. */
   headers: Record<string, string>;
+  /** `--header-file`: more headers, read when the agent starts. */
+  headerFile: string | null;
+  /** `--ca-file`: PEM certificates of authorities to trust for an https endpoint. */
+  caFile: string | null;
   idle: boolean;
 }
+
+/** The largest header file read: a few tokens of a few kilobytes each. */
+const MAX_HEADER_FILE_BYTES = 64 << 10;
+/** The largest CA file read: a bundle of every public root CA is about 200 KB. */
+const MAX_CA_FILE_BYTES = 1 << 20;
 
 export const AGENT_USAGE = `Usage: omniprof agent (--otlp-endpoint URL | --pprof-dir DIR) [options]
 
@@ -48,7 +66,11 @@ Options:
                                /v1development/profiles is added when the URL has none) or
                                http://localhost:4317 with --protocol grpc; https:// uses TLS
       --protocol P             http or grpc (default http)
-      --header NAME=VALUE      extra request header, e.g. for authentication (repeatable)
+      --header NAME=VALUE      extra request header (repeatable); every user can read a command line,
+                               so pass secrets with --header-file or the environment instead
+      --header-file FILE       extra request headers, one NAME=VALUE a line (# starts a comment), e.g.
+                               Authorization=Bearer TOKEN in a file only root can read
+      --ca-file FILE           also trust the certificate authorities of this PEM file (https only)
   -F, --frequency HZ           samples per second per CPU (default 20)
       --interval SECONDS       length of each exported profile (default 60)
       --pprof-dir DIR          also (or instead) write each interval to DIR as a pprof file
@@ -58,6 +80,11 @@ Options:
                                longest time spent sending what is held when stopping (default 10)
       --idle                   also record idle CPUs
   -h, --help                   show this help
+
+Environment: OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROFILES_HEADERS add request headers as
+OpenTelemetry SDKs read them (key=value,key2=value2, values percent-encoded); --header-file then
+--header override them. A URL with credentials (user:password@) is refused: send them as a header.
+Redirects are not followed, and a collector's answer is read up to 1 MiB.
 `;
 
 /** Parses `agent`'s arguments (without the word "agent"). Throws UsageError. */
@@ -70,6 +97,8 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
         "otlp-endpoint": { type: "string" },
         protocol: { type: "string" },
         header: { type: "string", multiple: true },
+        "header-file": { type: "string" },
+        "ca-file": { type: "string" },
         frequency: { type: "string", short: "F" },
         interval: { type: "string" },
         "pprof-dir": { type: "string" },
@@ -115,9 +144,16 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
   }
   const headers: Record<string, string> = {};
   for (const header of values.header ?? []) {
-    const match = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+)=(.*)$/.exec(header);
-    if (match === null) throw new UsageError(`--header ${header}: expected NAME=VALUE`);
-    headers[match[1]!.toLowerCase()] = match[2]!;
+    try {
+      const [name, value] = parseHeaderAssignment(header, `--header ${header.split("=")[0]}`);
+      headers[name] = value;
+    } catch (error) {
+      throw new UsageError(error instanceof Error ? error.message : String(error));
+    }
+  }
+  const caFile = values["ca-file"] ?? null;
+  if (caFile !== null && !endpoint?.startsWith("https://")) {
+    throw new UsageError(`--ca-file ${caFile}: only for an https:// --otlp-endpoint`);
   }
   return {
     endpoint,
@@ -131,8 +167,61 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
       : positiveNumber(values["shutdown-timeout"], "--shutdown-timeout"),
     requestTimeoutSeconds: values.timeout === undefined ? 10 : positiveNumber(values.timeout, "--timeout"),
     headers,
+    headerFile: values["header-file"] ?? null,
+    caFile,
     idle: values.idle ?? false,
   };
+}
+
+/**
+ * The request headers of an `agent` invocation: those of the OpenTelemetry environment variables, then of
+ * `--header-file`, then of `--header`, each overriding the ones before. Throws a CommandError naming the
+ * variable, file or line at fault.
+ */
+export async function requestHeaders(
+  args: AgentArgs,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<Record<string, string>> {
+  const headers: Record<string, string> = {};
+  try {
+    for (const variable of OTLP_HEADER_VARIABLES) {
+      Object.assign(headers, parseOtlpHeadersVariable(env[variable] ?? "", variable));
+    }
+    if (args.headerFile !== null) {
+      const bytes = await readInputFile(args.headerFile, {
+        maxBytes: MAX_HEADER_FILE_BYTES,
+        kind: "header file",
+      });
+      Object.assign(headers, parseHeaderFile(new TextDecoder().decode(bytes), args.headerFile));
+    }
+  } catch (error) {
+    if (error instanceof HeaderError || error instanceof InputFileError) {
+      throw new CommandError(error.message);
+    }
+    throw error;
+  }
+  return Object.assign(headers, args.headers);
+}
+
+/** The PEM text of `--ca-file`, checked to hold a certificate; null without the option. */
+export async function readCaFile(args: AgentArgs): Promise<string | null> {
+  if (args.caFile === null) return null;
+  let text: string;
+  try {
+    const bytes = await readInputFile(args.caFile, {
+      maxBytes: MAX_CA_FILE_BYTES,
+      kind: "CA certificate file",
+    });
+    text = new TextDecoder().decode(bytes);
+  } catch (error) {
+    throw new CommandError(error instanceof Error ? error.message : String(error));
+  }
+  if (!text.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new CommandError(
+      `--ca-file ${args.caFile}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it`,
+    );
+  }
+  return text;
 }
 
 function positiveNumber(text: string, flag: string): number {
@@ -184,6 +273,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
+  // Secrets and certificates are read before anything starts, so a mistake in them stops the agent at once.
+  const headers = args.endpoint === null ? {} : await requestHeaders(args, Deno.env.toObject());
+  const caCert = await readCaFile(args);
   preflight(args);
   // A service logs what it does: its start, each interval, each failed export (OMNIPROF_LOG still rules).
   if (Deno.env.get("OMNIPROF_LOG") === undefined) configureLogging({ level: "info" });
@@ -192,8 +284,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
     endpoint: args.endpoint,
     protocol: args.protocol,
     timeoutMs: args.requestTimeoutSeconds * 1000,
-    headers: args.headers,
+    headers,
     userAgent: `omniprof/${denoConfig.version}`,
+    ...(caCert === null ? {} : { caCerts: [caCert] }),
   });
   const stop = new AbortController();
   const onSignal = () => {

@@ -27,7 +27,7 @@ Options:
   -h, --help       show this help`;
 
 /** Runs `diff`; returns the exit code. */
-export function diffCommand(argv: string[]): Promise<number> {
+export async function diffCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseOptions(
@@ -41,12 +41,12 @@ export function diffCommand(argv: string[]): Promise<number> {
     );
   } catch (error) {
     console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const values = parsed.values;
   if (values.help || parsed.positionals.length !== 2) {
     console.error(USAGE);
-    return Promise.resolve(values.help ? 0 : 2);
+    return values.help ? 0 : 2;
   }
   const [beforePath, afterPath] = parsed.positionals as [string, string];
   const limit = values.top === undefined ? 25 : Number(values.top);
@@ -54,8 +54,8 @@ export function diffCommand(argv: string[]): Promise<number> {
     throw new CommandError(`-n ${values.top}: expected a count`);
   }
   if (values.html !== undefined) checkWritable(values.html);
-  const before = readPprofFile(beforePath);
-  const after = readPprofFile(afterPath);
+  const before = await readPprofFile(beforePath);
+  const after = await readPprofFile(afterPath);
   const diff = diffProfiles(before, after);
   console.log(`before: ${describe(beforePath, before)}`);
   console.log(`after:  ${describe(afterPath, after)}`);
@@ -76,7 +76,7 @@ export function diffCommand(argv: string[]): Promise<number> {
     }
     status.note(`wrote ${values.html} (differential flamegraph)`);
   }
-  return Promise.resolve(0);
+  return 0;
 }
 
 function describe(path: string, profile: Profile): string {

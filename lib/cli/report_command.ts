@@ -8,7 +8,7 @@
 import { parseOptions } from "./options.ts";
 import { formatFolded } from "../output/folded.ts";
 import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
-import { decodePprof } from "../output/pprof_reader.ts";
+import { decodePprof, PPROF_LIMITS } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
 import { checkWritable, writeOutput } from "../record/output_file.ts";
@@ -16,6 +16,7 @@ import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts
 import { CommandError } from "./record_command.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { baseName } from "../sys/path.ts";
+import { readInputFile } from "../sys/input_file.ts";
 
 const USAGE = `Usage: omniprof report [options] FILE
 
@@ -29,14 +30,19 @@ Options:
       --speedscope OUT write a speedscope file to OUT instead
   -h, --help           show this help`;
 
-/** Reads a pprof file, turning any failure into a CommandError that names the file. */
-export function readPprofFile(path: string): Profile {
+/**
+ * Reads a pprof file, turning any failure into a CommandError that names the file. The file is read with
+ * the reader's own bound (a larger file could not decode anyway), and an empty one is refused: no tool
+ * writes a profile of zero bytes, so it is a failed or truncated copy.
+ */
+export async function readPprofFile(path: string): Promise<Profile> {
   let bytes: Uint8Array;
   try {
-    bytes = Deno.readFileSync(path);
+    bytes = await readInputFile(path, { maxBytes: PPROF_LIMITS.maxBytes, kind: "pprof profile" });
   } catch (error) {
-    throw new CommandError(`Cannot read ${path}: ${error instanceof Error ? error.message : error}`);
+    throw new CommandError(error instanceof Error ? error.message : String(error));
   }
+  if (bytes.length === 0) throw new CommandError(`Cannot read ${path} as a pprof profile: the file is empty`);
   try {
     return decodePprof(bytes);
   } catch (error) {
@@ -47,7 +53,7 @@ export function readPprofFile(path: string): Profile {
 }
 
 /** Runs `report`; returns the exit code. */
-export function reportCommand(argv: string[]): Promise<number> {
+export async function reportCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseOptions(
@@ -63,17 +69,17 @@ export function reportCommand(argv: string[]): Promise<number> {
     );
   } catch (error) {
     console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const values = parsed.values;
   if (values.help || parsed.positionals.length !== 1) {
     console.error(USAGE);
-    return Promise.resolve(values.help ? 0 : 2);
+    return values.help ? 0 : 2;
   }
   const conversions = [values.folded, values.html, values.speedscope].filter((v) => v !== undefined).length;
   if (conversions > 1) {
     console.error(`omniprof report: choose one of --folded, --html and --speedscope\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const path = parsed.positionals[0]!;
   const limit = values.top === undefined ? 25 : Number(values.top);
@@ -82,12 +88,12 @@ export function reportCommand(argv: string[]): Promise<number> {
   }
   const output = values.html ?? values.speedscope;
   if (output !== undefined) checkWritable(output);
-  const profile = readPprofFile(path);
+  const profile = await readPprofFile(path);
   if (values.folded) {
     // writeSync may write part of a large buffer to a pipe: loop until all of it is out.
     const bytes = new TextEncoder().encode(formatFolded(profile));
     for (let offset = 0; offset < bytes.length;) offset += Deno.stdout.writeSync(bytes.subarray(offset));
-    return Promise.resolve(0);
+    return 0;
   }
   if (output !== undefined) {
     const status = new StatusLine();
@@ -105,7 +111,7 @@ export function reportCommand(argv: string[]): Promise<number> {
       status.clear();
     }
     status.note(`wrote ${output} (${values.html !== undefined ? "html" : "speedscope"})`);
-    return Promise.resolve(0);
+    return 0;
   }
   const total = totalSampleCount(profile);
   const seconds = profile.durationNs / 1e9;
@@ -114,5 +120,5 @@ export function reportCommand(argv: string[]): Promise<number> {
       `${new Set(profile.samples.map((sample) => sample.pid)).size} processes`,
   );
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
-  return Promise.resolve(0);
+  return 0;
 }

@@ -296,25 +296,140 @@ Deno.test("decodePprof() rejects inconsistent profiles with RangeError", () => {
   }
 });
 
-Deno.test("decodePprof() caps inline expansion and decompressed size", () => {
+/** Asserts that `fn` throws the reader's own error, its message matching `expected`. */
+function assertDecodeError(fn: () => unknown, expected: RegExp): void {
+  assert.throws(fn, (e: unknown) => {
+    assert.ok(e instanceof RangeError, `${expected}: ${e}`);
+    assert.match(e.message, /^Cannot decode pprof: /);
+    assert.match(e.message, expected);
+    return true;
+  });
+}
+
+Deno.test("decodePprof() bounds frames per sample and in all, raw and after inline expansion", () => {
+  // 1,000 frames of a location without lines: as many frames as references.
+  const flat = new PprofBuilder().location(1, 0, [1, 0], []).sample(Array(1000).fill(1), [1], [], true)
+    .finish();
+  assert.equal(decodePprof(flat, { maxFramesPerSample: 1000 }).samples[0]!.locations.length, 1000);
+  assertDecodeError(
+    () => decodePprof(flat, { maxFramesPerSample: 999 }),
+    /sample 0 has more than 999 frames/,
+  );
+  assertDecodeError(() => decodePprof(flat, { maxFrames: 999 }), /samples have more than 999 frames/);
+
+  // A location of 1,000 inlined lines referred to 1,000 times: 1,000,000 frames from a few kilobytes.
   const b = new PprofBuilder().fn(1, "f", "");
   const lines: [number, number][] = Array.from({ length: 1000 }, (_, i) => [1, i]);
   b.location(1, 0, [1, 0], lines);
-  b.sample(Array(1000).fill(1), [1], [], true); // 1,000,000 frames from a few kilobytes
-  const bytes = b.finish();
-  assert.throws(() => decodePprof(bytes, { maxFrames: 100_000 }), /more than 100000 frames/);
-  assert.equal(decodePprof(bytes).samples[0]!.locations.length, 1_000_000);
+  b.sample(Array(1000).fill(1), [1], [], true);
+  const inlined = b.finish();
+  assertDecodeError(() => decodePprof(inlined), /sample 0 expands to more than 65536 frames/);
+  assertDecodeError(
+    () => decodePprof(inlined, { maxFrames: 100_000, maxFramesPerSample: 1_000_000 }),
+    /samples expand to more than 100000 frames/,
+  );
+  const wide = decodePprof(inlined, { maxFramesPerSample: 1_000_000 });
+  assert.equal(wide.samples[0]!.locations.length, 1_000_000);
 
+  // Two samples of 600 frames: each within 1,000, together not within 1,100.
+  const two = new PprofBuilder().location(1, 0, [1, 0], []).sample(Array(600).fill(1), [1], [], true)
+    .sample(Array(600).fill(1), [1], [], true).finish();
+  assert.equal(decodePprof(two, { maxFramesPerSample: 1000, maxFrames: 1200 }).samples.length, 2);
+  assertDecodeError(
+    () => decodePprof(two, { maxFramesPerSample: 1000, maxFrames: 1100 }),
+    /samples have more than 1100 frames/,
+  );
+});
+
+Deno.test("decodePprof() stops at the first frame past the bound, not after the whole sample", () => {
+  // One sample naming location 1 sixty million times: 58 KB gzipped, 60 MB decompressed. Stored whole,
+  // it took 1.8 GB and ten seconds; with the bound it ends at frame 65,537.
+  const frames = 60_000_000;
+  const w = new ProtobufWriter(frames + 64);
+  const sample = w.beginLengthDelimited(2);
+  w.writeBytesField(1, new Uint8Array(frames).fill(1));
+  w.writeInt64Field(2, 1);
+  w.endLengthDelimited(sample);
+  const location = w.beginLengthDelimited(4);
+  w.writeVarintField(1, 1);
+  w.endLengthDelimited(location);
+  w.writeStringField(6, "");
+  const bytes = w.finish();
+  const started = performance.now();
+  assertDecodeError(() => decodePprof(bytes), /sample 0 has more than 65536 frames/);
+  const ms = performance.now() - started;
+  console.log(`60,000,000-frame sample refused in ${ms.toFixed(0)} ms`);
+});
+
+Deno.test("decodePprof() bounds samples, locations, functions, mappings, strings, labels and values", () => {
+  const samples = new PprofBuilder().location(1, 0, [1, 0], []);
+  for (let i = 0; i < 5; i++) samples.sample([1], [1]);
+  const fiveSamples = samples.finish();
+  assert.equal(decodePprof(fiveSamples, { maxSamples: 5 }).samples.length, 5);
+  assertDecodeError(() => decodePprof(fiveSamples, { maxSamples: 4 }), /more than 4 samples/);
+
+  // Three locations, the last with three inlined lines: five locations once expanded.
+  const located = new PprofBuilder().fn(1, "f", "").location(1, 0, [1, 0], []).location(2, 0, [2, 0], [[
+    1,
+    1,
+  ]])
+    .location(3, 0, [3, 0], [[1, 1], [1, 2], [1, 3]]).finish();
+  assert.equal(decodePprof(located, { maxLocations: 5 }).locations.length, 5);
+  assertDecodeError(() => decodePprof(located, { maxLocations: 4 }), /more than 4 locations/);
+
+  // References to ids no message declares are refused as soon as they outnumber the bound.
+  const dangling = new PprofBuilder().sample([1, 2, 3, 4, 5, 6], [1]).finish();
+  assertDecodeError(() => decodePprof(dangling, { maxLocations: 5 }), /more than 5 distinct location ids/);
+  assertDecodeError(() => decodePprof(dangling), /sample 0 refers to a location id no location has/);
+
+  const functions = new PprofBuilder().fn(1, "a", "").fn(2, "b", "").fn(3, "c", "").finish();
+  assert.doesNotThrow(() => decodePprof(functions, { maxFunctions: 3 }));
+  assertDecodeError(() => decodePprof(functions, { maxFunctions: 2 }), /more than 2 functions/);
+
+  const mappings = new PprofBuilder().mapping(1, [0x1000, 0], [0x2000, 0], "/a")
+    .mapping(2, [0x3000, 0], [0x4000, 0], "/b").finish();
+  assert.equal(decodePprof(mappings, { maxMappings: 2 }).mappings.length, 2);
+  assertDecodeError(() => decodePprof(mappings, { maxMappings: 1 }), /more than 1 mappings/);
+
+  // The builder's table: "", then each function's name and (empty) file name, not deduplicated.
+  assert.doesNotThrow(() => decodePprof(functions, { maxStrings: 7 }));
+  assertDecodeError(() => decodePprof(functions, { maxStrings: 6 }), /more than 6 strings/);
+  const longName = new PprofBuilder().fn(1, "x".repeat(100), "").finish();
+  assert.doesNotThrow(() => decodePprof(longName, { maxStringBytes: 100 }));
+  assertDecodeError(
+    () => decodePprof(longName, { maxStringBytes: 99 }),
+    /string of 100 bytes .* more than 99/,
+  );
+
+  const labelled = new PprofBuilder().location(1, 0, [1, 0], []).sample([1], [1], [["pid", 1], ["tid", 2]])
+    .sample([1], [1], [["pid", 3]]).finish();
+  assert.doesNotThrow(() => decodePprof(labelled, { maxLabels: 3 }));
+  assertDecodeError(() => decodePprof(labelled, { maxLabels: 2 }), /more than 2 labels/);
+
+  const typed = new PprofBuilder().valueType(1, "samples", "count").valueType(1, "cpu", "nanoseconds")
+    .location(1, 0, [1, 0], []).sample([1], [1, 10]).finish();
+  assert.doesNotThrow(() => decodePprof(typed, { maxSampleTypes: 2 }));
+  assertDecodeError(() => decodePprof(typed, { maxSampleTypes: 1 }), /more than 1 sample types/);
+  const manyValues = new PprofBuilder().location(1, 0, [1, 0], []).sample([1], [1, 2, 3]).finish();
+  assertDecodeError(
+    () => decodePprof(manyValues, { maxSampleTypes: 2 }),
+    /sample 0 has more than 2 values \(one per sample type\)/,
+  );
+});
+
+Deno.test("decodePprof() bounds the message size, compressed or not, and refuses corrupt gzip", () => {
+  const bytes = new PprofBuilder().fn(1, "f", "").finish();
+  assert.doesNotThrow(() => decodePprof(bytes, { maxBytes: bytes.length }));
+  assertDecodeError(
+    () => decodePprof(bytes, { maxBytes: bytes.length - 1 }),
+    new RegExp(`${bytes.length} bytes, more than ${bytes.length - 1}`),
+  );
   const bomb = gzipSync(new Uint8Array(4 << 20));
-  assert.throws(
-    () => decodePprof(bomb, { maxDecompressedBytes: 1 << 20 }),
+  assertDecodeError(
+    () => decodePprof(bomb, { maxBytes: 1 << 20 }),
     /decompresses to more than 1048576 bytes/,
   );
-  const corrupt = gzipSync(bytes).slice(0, 40);
-  assert.throws(
-    () => decodePprof(corrupt),
-    (e: unknown) => e instanceof RangeError && /corrupt gzip/.test(e.message),
-  );
+  assertDecodeError(() => decodePprof(gzipSync(bytes).slice(0, 20)), /corrupt gzip data/);
 });
 
 /** A deterministic pseudo-random generator (xorshift32), so failures reproduce. */

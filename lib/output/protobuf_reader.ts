@@ -174,9 +174,16 @@ export class ProtobufReader {
     return this.bytes.subarray(start, start + length);
   }
 
-  /** Reads a `string` value; invalid UTF-8 becomes U+FFFD rather than an error. */
-  readString(): string {
+  /**
+   * Reads a `string` value; invalid UTF-8 becomes U+FFFD rather than an error. A string longer than
+   * `maxBytes` is refused before it is decoded.
+   */
+  readString(maxBytes = Infinity): string {
+    const at = this.pos;
     const length = this.readLength();
+    if (length > maxBytes) {
+      throw this.error(`string of ${length} bytes at offset ${at}, more than ${maxBytes}`);
+    }
     const start = this.pos;
     this.pos += length;
     return utf8.decode(this.bytes.subarray(start, start + length));

@@ -86,6 +86,11 @@ Deno.test("readString() replaces invalid UTF-8 instead of failing", () => {
   assert.equal(r.readString(), "a\ufffdb");
 });
 
+Deno.test("readString(maxBytes) reads a string of exactly maxBytes", () => {
+  const r = new ProtobufReader(new Uint8Array([2, 0x61, 0x62]), "test");
+  assert.equal(r.readString(2), "ab");
+});
+
 Deno.test("malformed input throws RangeError naming what was decoded", () => {
   const cases: [RegExp, Uint8Array, (r: ProtobufReader) => unknown][] = [
     [/truncated varint/, new Uint8Array([0x80, 0x80]), (r) => r.readVarint()],
@@ -96,6 +101,11 @@ Deno.test("malformed input throws RangeError naming what was decoded", () => {
       (r) => r.readVarint(),
     ],
     [/length 5 .* runs past the end/, new Uint8Array([0x0a, 0x05, 0x61]), (r) => (r.next(), r.readString())],
+    [
+      /string of 3 bytes at offset 1, more than 2/,
+      new Uint8Array([0x0a, 0x03, 0x61, 0x62, 0x63]),
+      (r) => (r.next(), r.readString(2)),
+    ],
     [
       /length 127 .* runs past the end/,
       new Uint8Array([0x0a, 0x7f]),

@@ -32,8 +32,10 @@ export interface ProcMapping {
   deleted: boolean;
 }
 
+// Numbers as the kernel prints them: 64-bit addresses and offsets (at most 16 hex digits), a device's
+// major and minor numbers (32 bits at most), a 64-bit inode.
 const LINE =
-  /^([0-9a-f]+)-([0-9a-f]+) ([r-])([w-])([x-])([ps]) ([0-9a-f]+) ([0-9a-f]+:[0-9a-f]+) (\d+)\s*(.*)$/;
+  /^([0-9a-f]{1,16})-([0-9a-f]{1,16}) ([r-])([w-])([x-])([ps]) ([0-9a-f]{1,16}) ([0-9a-f]{1,8}:[0-9a-f]{1,8}) (\d{1,20})(?:\s+(.*))?$/;
 
 /**
  * Parses the text of a maps file. Lines that are not executable are skipped; malformed lines throw a
@@ -51,15 +53,20 @@ export function parseProcMaps(text: string): ProcMapping[] {
       const line = text.slice(lineStart, lineEnd);
       const match = LINE.exec(line);
       if (!match) throw new RangeError(`Cannot parse maps line: "${line}"`);
+      const start = parseInt(match[1]!, 16) as Address;
+      const end = parseInt(match[2]!, 16) as Address;
+      const inode = Number(match[9]);
+      // 2^64 itself: the largest inode (2^64 - 1) rounds up to it as a double.
+      if (!(start < end) || inode > 2 ** 64) throw new RangeError(`Cannot parse maps line: "${line}"`);
       let path = match[10] ?? "";
       const deleted = path.endsWith(" (deleted)");
       if (deleted) path = path.slice(0, -" (deleted)".length);
       mappings.push({
-        start: parseInt(match[1]!, 16) as Address,
-        end: parseInt(match[2]!, 16) as Address,
+        start,
+        end,
         fileOffset: parseInt(match[7]!, 16),
         device: match[8]!,
-        inode: Number(match[9]),
+        inode,
         path,
         deleted,
       });

@@ -41,6 +41,23 @@ Deno.test("parseProcMaps() rejects text that is not a maps file", () => {
   assert.throws(() => parseProcMaps("hello r-xp world\n"), RangeError);
 });
 
+Deno.test("parseProcMaps() rejects numbers no kernel writes: over 64 bits, or an empty range", () => {
+  const line = (range: string, inode = "1", device = "fd:01") =>
+    `${range} r-xp 00000000 ${device} ${inode} /x\n`;
+  assert.equal(parseProcMaps(line("ffffffffff600000-ffffffffff601000", "18446744073709551615")).length, 1);
+  for (
+    const text of [
+      line("10000000000000000-10000000000001000"),
+      line("7f0000001000-7f0000001000"),
+      line("7f0000002000-7f0000001000"),
+      line("1000-2000", "18446744073709551616000"),
+      line("1000-2000", "1", "123456789:01"),
+    ]
+  ) {
+    assert.throws(() => parseProcMaps(text), /^RangeError: Cannot parse maps line: /, text);
+  }
+});
+
 Deno.test("findMapping() finds the mapping containing an address, or -1", () => {
   const mappings = parseProcMaps(SAMPLE);
   assert.equal(findMapping(mappings, 0x55a4c8e02000), 0);

@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { ProtobufWriter } from "../output/protobuf_writer.ts";
 import { hasTool, run } from "../testing/commands.ts";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 import {
   createExporter,
   decodeExportResponse,
@@ -425,8 +426,10 @@ function privateCa(): { ca: string; cert: string; key: string } | string {
 const tls = privateCa();
 
 function tlsTest(name: string, fn: (pki: { ca: string; cert: string; key: string }) => Promise<void>) {
-  if (typeof tls === "string") console.log(`SKIP ${name}: ${tls}`);
-  return { name, ignore: typeof tls === "string", fn: () => fn(tls as Exclude<typeof tls, string>) };
+  return requiring([bootstrapped(typeof tls === "string" ? tls : null)], {
+    name,
+    fn: () => fn(tls as Exclude<typeof tls, string>),
+  });
 }
 
 Deno.test(

@@ -61,6 +61,8 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["node", "nodejs"],
   ["tmux", "tmux"],
   ["chromium", "chromium"],
+  ["openssl", "openssl"],
+  ["time", "time"],
 ]);
 
 /**

@@ -39,10 +39,10 @@ Deno.test({
   name: "findElfSymbols() finds functions, objects and TLS variables as readelf lists them",
   ignore,
   fn() {
-    using elf = ElfFile.open(libc!.openPath);
+    using elf = ElfFile.fromFile(libc!.open(), libc!.path);
     const names = ["malloc", "_thread_db_pthread_tid", "errno", "no_such_symbol_here"];
     const found = findElfSymbols(elf, names);
-    const expected = readelfDynamic(libc!.openPath);
+    const expected = readelfDynamic(libc!.path);
     const typeOf = { FUNC: STT_FUNC, OBJECT: STT_OBJECT, TLS: STT_TLS } as Record<string, number>;
     for (const name of names.slice(0, 3)) {
       const want = expected.get(name);
@@ -63,7 +63,7 @@ Deno.test({
   name: "readElfBytes() reads a symbol's initialized data, and refuses ranges outside file data",
   ignore,
   fn() {
-    using elf = ElfFile.open(libc!.openPath);
+    using elf = ElfFile.fromFile(libc!.open(), libc!.path);
     const symbol = findElfSymbols(elf, ["_thread_db_sizeof_pthread_key_data"]).get(
       "_thread_db_sizeof_pthread_key_data",
     );

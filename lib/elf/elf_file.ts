@@ -21,6 +21,7 @@ import { unzlib } from "./inflate.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { type DebugLink, findGnuBuildId, parseDebugLink } from "./notes.ts";
 import { SymbolTable, type SymbolTableSource } from "../symbolize/symbol_table.ts";
+import { RegularFile } from "../sys/regular_file.ts";
 
 /** `e_type`: relocatable object. */
 export const ET_REL = 1;
@@ -129,33 +130,20 @@ interface ByteSource {
 }
 
 class FileSource implements ByteSource {
-  #file: Deno.FsFile | null;
+  readonly #file: RegularFile;
   readonly size: number;
 
-  constructor(file: Deno.FsFile, size: number) {
+  constructor(file: RegularFile) {
     this.#file = file;
-    this.size = size;
+    this.size = file.size;
   }
 
   read(offset: number, length: number): Uint8Array {
-    const file = this.#file;
-    if (file === null) throw new Error("Cannot read ELF: the file is closed");
-    const out = new Uint8Array(length);
-    file.seekSync(offset, Deno.SeekMode.Start);
-    let filled = 0;
-    // Each iteration reads at least one byte or stops, so the loop ends.
-    while (filled < length) {
-      const n = file.readSync(out.subarray(filled));
-      if (n === null || n === 0) throw new RangeError(`the file ended at ${offset + filled} (it shrank?)`);
-      filled += n;
-    }
-    return out;
+    return this.#file.read(offset, length);
   }
 
   close(): void {
-    const file = this.#file;
-    this.#file = null;
-    file?.close();
+    this.#file.close();
   }
 }
 
@@ -254,19 +242,26 @@ export class ElfFile implements Disposable {
   }
 
   /**
-   * Opens the ELF file at `path`. Only regular files are accepted (a FIFO or device would block or never
-   * end). The file stays open until {@linkcode ElfFile.close}.
+   * Opens the ELF file at `path` with {@linkcode RegularFile.open}: only a regular file is opened (a FIFO
+   * or device is refused without being opened, so nothing blocks). The file stays open until
+   * {@linkcode ElfFile.close}.
    *
-   * @throws {RangeError} when the file is not a regular file or not a well-formed ELF64 LE file.
-   * @throws {Deno.errors.NotFound | Deno.errors.PermissionDenied} when it cannot be opened.
+   * @throws {FileRefusedError} when the path is missing, unreadable or not a regular file.
+   * @throws {RangeError} when the file is not a well-formed ELF64 LE file.
    */
   static open(path: string, options: ElfFileOptions = {}): ElfFile {
-    if (!Deno.statSync(path).isFile) throw new RangeError(`Cannot parse ELF ${path}: not a regular file`);
-    const file = Deno.openSync(path, { read: true });
+    return ElfFile.fromFile(RegularFile.open(path), path, options);
+  }
+
+  /**
+   * Parses the ELF in an open file, which it then owns: closing the ElfFile closes it, and so does a
+   * parse error.
+   *
+   * @throws {RangeError} when the file is not a well-formed ELF64 LE file.
+   */
+  static fromFile(file: RegularFile, name: string = file.name, options: ElfFileOptions = {}): ElfFile {
     try {
-      const stat = file.statSync();
-      if (!stat.isFile) throw new RangeError(`Cannot parse ELF ${path}: not a regular file`);
-      return new ElfFile(new FileSource(file, stat.size), path, options);
+      return new ElfFile(new FileSource(file), name, options);
     } catch (error) {
       file.close();
       throw error;

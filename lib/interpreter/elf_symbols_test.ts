@@ -37,10 +37,10 @@ function readelfDynamic(path: string): Map<string, ReadelfSymbol> {
 Deno.test(requiring(needs, {
   name: "findElfSymbols() finds functions, objects and TLS variables as readelf lists them",
   fn() {
-    using elf = ElfFile.open(libc!.openPath);
+    using elf = ElfFile.fromFile(libc!.open(), libc!.path);
     const names = ["malloc", "_thread_db_pthread_tid", "errno", "no_such_symbol_here"];
     const found = findElfSymbols(elf, names);
-    const expected = readelfDynamic(libc!.openPath);
+    const expected = readelfDynamic(libc!.path);
     const typeOf = { FUNC: STT_FUNC, OBJECT: STT_OBJECT, TLS: STT_TLS } as Record<string, number>;
     for (const name of names.slice(0, 3)) {
       const want = expected.get(name);
@@ -60,7 +60,7 @@ Deno.test(requiring(needs, {
 Deno.test(requiring(needs, {
   name: "readElfBytes() reads a symbol's initialized data, and refuses ranges outside file data",
   fn() {
-    using elf = ElfFile.open(libc!.openPath);
+    using elf = ElfFile.fromFile(libc!.open(), libc!.path);
     const symbol = findElfSymbols(elf, ["_thread_db_sizeof_pthread_key_data"]).get(
       "_thread_db_sizeof_pthread_key_data",
     );

@@ -30,7 +30,7 @@ globalThis.addEventListener("unload", () => lib.close());
 
 const self = asPid(Deno.pid);
 const libraries = findProcessLibraries(self);
-const libcPath = libraries.libc?.openPath;
+const libcPath = libraries.libc?.path;
 const isGlibc = (() => {
   if (libcPath === undefined) return false;
   using elf = ElfFile.open(libcPath);
@@ -109,7 +109,7 @@ Deno.test(requiring([glibc, loader], {
   fn() {
     const threads = layout();
     using memory = RemoteMemory.open(self);
-    using loaderElf = ElfFile.open(libraries.loader!.openPath);
+    using loaderElf = ElfFile.fromFile(libraries.loader!.open(), libraries.loader!.path);
     const rDebug = findElfSymbols(loaderElf, ["_r_debug"]).get("_r_debug");
     assert.ok(rDebug !== undefined);
     const loaderBias = mappingBias(libraries.loader!.mapping, loaderElf.loadSegments);
@@ -134,7 +134,7 @@ Deno.test(requiring([glibc, loader], {
 Deno.test(requiring([glibc], {
   name: "readGlibcThreadLayout() returns null for a file without libthread_db descriptors",
   fn() {
-    using elf = ElfFile.open(libraries.loader?.openPath ?? "/bin/true");
+    using elf = ElfFile.open(libraries.loader?.path ?? "/bin/true");
     assert.equal(readGlibcThreadLayout(elf), null);
   },
 }));

@@ -27,7 +27,7 @@
  * ```ts ignore
  * import { LoaderInfo } from "./interpreter.ts";
  * import { pythonLoader } from "./python/loader.ts";
- * using info = new LoaderInfo({ fileId, fileName: mapping.path, openPath: file.openPath });
+ * using info = new LoaderInfo({ fileId, fileName: mapping.path, open: () => file.open() });
  * const data = pythonLoader(ebpf, info); // null: not a Python interpreter
  * const instance = data?.attach(ebpf, pid, bias, RemoteMemory.open(pid));
  * const frame = instance?.symbolize({ kind: FrameMarker.Python, fileId, addrOrLine });
@@ -39,6 +39,7 @@ import { ElfFile } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { ResolvedMapping } from "../process/process_manager.ts";
 import type { FrameKind } from "../profile/profile.ts";
+import { RegularFile } from "../sys/regular_file.ts";
 import type { FileId, Pid } from "../types.ts";
 import type { RemoteMemory } from "./remote_memory.ts";
 import { findElfSymbols } from "./elf_symbols.ts";
@@ -203,8 +204,11 @@ export interface LoaderInfoInit {
   fileId: FileId;
   /** The path as the process saw it (what loaders match names against). */
   fileName: string;
-  /** A path that opens this very file now (e.g. a pinned `/proc/self/fd/N`); defaults to `fileName`. */
-  openPath?: string;
+  /**
+   * Opens this very file (e.g. the process manager's handle of the mapped file); by default `fileName`
+   * is opened, for files the caller names itself.
+   */
+  open?: () => RegularFile;
   /** Ranges of the file's code without unwind information. */
   gaps?: readonly AddressRange[];
 }
@@ -217,23 +221,24 @@ export class LoaderInfo implements Disposable {
   readonly fileId: FileId;
   readonly fileName: string;
   readonly gaps: readonly AddressRange[];
-  readonly #openPath: string;
+  readonly #open: () => RegularFile;
   #elf: ElfFile | null = null;
 
   constructor(init: LoaderInfoInit) {
     this.fileId = init.fileId;
     this.fileName = init.fileName;
     this.gaps = init.gaps ?? [];
-    this.#openPath = init.openPath ?? init.fileName;
+    const fileName = init.fileName;
+    this.#open = init.open ?? (() => RegularFile.open(fileName));
   }
 
   /**
    * The file's ELF, opened once.
    *
-   * @throws {RangeError} when the file is not a valid ELF; a `Deno.errors` error when it cannot be opened.
+   * @throws {RangeError} when the file is not a valid ELF; a FileRefusedError when it cannot be opened.
    */
   getElf(): ElfFile {
-    if (this.#elf === null) this.#elf = ElfFile.open(this.#openPath);
+    if (this.#elf === null) this.#elf = ElfFile.fromFile(this.#open(), this.fileName);
     return this.#elf;
   }
 

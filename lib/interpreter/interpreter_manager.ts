@@ -255,11 +255,11 @@ export class InterpreterManager {
   }
 
   #claim(file: MappedFile): ClaimedFile | null {
-    if (file.fileId === null || file.openPath === null) return null;
+    if (file.fileId === null || !file.readable) return null;
     const id = this.#ids.idOf(file);
     if (id === null) return null;
     this.#bpfIds.set(file.fileId, id);
-    using info = new LoaderInfo({ fileId: file.fileId, fileName: file.path, openPath: file.openPath });
+    using info = new LoaderInfo({ fileId: file.fileId, fileName: file.path, open: () => file.open() });
     for (const loader of this.#loaders) {
       let data: Data | null;
       try {

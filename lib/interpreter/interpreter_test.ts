@@ -29,7 +29,7 @@ Deno.test(requiring([mapsLibc], {
     const info = new LoaderInfo({
       fileId: "0".repeat(32) as FileId,
       fileName: libc!.path,
-      openPath: libc!.openPath,
+      open: () => libc!.open(),
     });
     const elf = info.getElf();
     assert.equal(info.getElf(), elf, "cached");

@@ -1,29 +1,35 @@
 /**
  * The C library and the dynamic loader of a running process: where they are mapped and with which bias,
- * and a path that opens the very file the process mapped. Interpreter plug-ins need them to find thread
- * data (glibc's thread layout) and loader data (`_r_debug`, a module's static TLS block).
+ * and a way to open the very file the process mapped ({@linkcode openMappedFile}). Interpreter plug-ins
+ * need them to find thread data (glibc's thread layout) and loader data (`_r_debug`, a module's static
+ * TLS block).
  *
  * @example
  * ```ts ignore
  * import { findProcessLibraries } from "./process_libraries.ts";
- * const { libc, loader } = findProcessLibraries(asPid(1234));
- * console.log(libc?.path, libc?.bias.toString(16));
+ * const { libc } = findProcessLibraries(asPid(1234));
+ * using elf = libc === null ? null : ElfFile.fromFile(libc.open(), libc.path);
  * ```
  *
  * @module
  */
+import { openMappedFile } from "../process/mapped_file_opener.ts";
 import { parseProcMaps, type ProcMapping } from "../process/proc_maps.ts";
-import { isFile } from "../sys/files.ts";
+import type { RegularFile } from "../sys/regular_file.ts";
 import type { Pid } from "../types.ts";
 
 /** A library as one process maps it. */
 export interface MappedLibrary {
   /** The path the process mapped. */
   readonly path: string;
-  /** A path that opens that file from this process (through the process's view of the file system). */
-  readonly openPath: string;
   /** An executable mapping of it. */
   readonly mapping: ProcMapping;
+  /**
+   * Opens the file the process mapped (a new handle each time, which the caller closes).
+   *
+   * @throws {FileRefusedError} when it cannot be reached through the process, or is not that file.
+   */
+  open(): RegularFile;
 }
 
 /** The libraries {@linkcode findProcessLibraries} looks for. */
@@ -47,10 +53,7 @@ export function findProcessLibraries(pid: Pid, procRoot = "/proc"): ProcessLibra
   const find = (pattern: RegExp): MappedLibrary | null => {
     const mapping = mappings.find((m) => !m.deleted && pattern.test(m.path));
     if (mapping === undefined) return null;
-    const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
-    const candidates = [`${procRoot}/${pid}/map_files/${range}`, `${procRoot}/${pid}/root${mapping.path}`];
-    const openPath = candidates.find(isFile) ?? mapping.path;
-    return { path: mapping.path, openPath, mapping };
+    return { path: mapping.path, mapping, open: () => openMappedFile(pid, mapping, { procRoot }) };
   };
   return { libc: find(LIBC), loader: find(LOADER) };
 }

@@ -9,7 +9,7 @@ Deno.test("findProcessLibraries() finds this process's libc and loader, and mapp
   assert.ok(libc !== null && loader !== null);
   assert.match(libc.path, /libc/);
   assert.match(loader.path, /\/ld-/);
-  using elf = ElfFile.open(libc.openPath);
+  using elf = ElfFile.fromFile(libc.open(), libc.path);
   const bias = mappingBias(libc.mapping, elf.loadSegments);
   assert.ok(bias !== null);
   // Where this process's own call of dlsym finds malloc, minus its ELF address, is the bias.

@@ -4,22 +4,24 @@
  * 4 KiB and the length, so that hashing a 100 MB binary costs two small reads.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { fileIdOf } from "./file_id.ts";
- * using file = Deno.openSync("/bin/true");
+ * import { RegularFile } from "../sys/regular_file.ts";
+ * using file = RegularFile.open("/bin/true");
  * console.log(fileIdOf(file)); // 32 hex digits
  * ```
  *
  * @module
  */
 import { Sha256 } from "../hash/sha256.ts";
+import type { RegularFile } from "../sys/regular_file.ts";
 import type { FileId } from "../types.ts";
 
 const CHUNK = 4096;
 
 /** Computes the {@linkcode FileId} of an open file. */
-export function fileIdOf(file: Deno.FsFile): FileId {
-  const length = file.statSync().size;
+export function fileIdOf(file: RegularFile): FileId {
+  const length = file.size;
   const hash = new Sha256();
   const buffer = new Uint8Array(CHUNK);
   hash.update(readAt(file, 0, buffer));
@@ -30,12 +32,12 @@ export function fileIdOf(file: Deno.FsFile): FileId {
   return hash.hex().slice(0, 32) as FileId;
 }
 
-function readAt(file: Deno.FsFile, position: number, buffer: Uint8Array): Uint8Array {
-  file.seekSync(position, Deno.SeekMode.Start);
+/** Up to `buffer.length` bytes at `position`, fewer where the file ends. */
+function readAt(file: RegularFile, position: number, buffer: Uint8Array): Uint8Array {
   let filled = 0;
   while (filled < buffer.length) {
-    const count = file.readSync(buffer.subarray(filled));
-    if (count === null || count === 0) break;
+    const count = file.readInto(position + filled, buffer.subarray(filled));
+    if (count === 0) break;
     filled += count;
   }
   return buffer.subarray(0, filled);

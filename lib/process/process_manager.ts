@@ -6,6 +6,10 @@
  * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). On
  * exit its mappings are dropped. Files are identified once per (device, inode) and kept open, so a
  * binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
+ * They are opened only through {@linkcode openMappedFile} (the very file of the mapping, or nothing):
+ * a file that cannot be read that way is counted by reason in `stats.filesRefused` and its frames stay
+ * unsymbolized. The root of each process that shows a new file is kept too, when it is not the host's,
+ * so that a container's debug files are found inside the container even after its processes exited.
  *
  * @example
  * ```ts ignore
@@ -17,24 +21,60 @@
  * @module
  */
 import { getLogger } from "../log/logger.ts";
-import { cString, libc, O_CLOEXEC, O_RDONLY, raiseOpenFileLimit } from "../sys/libc.ts";
+import { cString, libc, raiseOpenFileLimit } from "../sys/libc.ts";
+import {
+  type FileRefusal,
+  FileRefusedError,
+  formatIdentity,
+  openPathDescriptor,
+  RegularFile,
+  sameIdentity,
+} from "../sys/regular_file.ts";
+import { RootDirectory } from "../sys/root_directory.ts";
 import type { Address, FileId, Pid } from "../types.ts";
 import { fileIdOf } from "./file_id.ts";
+import { mappingIdentity, openMappedFile } from "./mapped_file_opener.ts";
 import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
 
 const logger = getLogger(["omniprof", "process"]);
 
 /** A file (or pseudo file) that code runs from. One object per distinct file in the session. */
 export interface MappedFile {
-  /** "device:inode" for files; the pseudo name (`[vdso]`) or `[anonymous]` otherwise. */
+  /** "major:minor inode" (device in hex, as maps prints it) for files; `[vdso]` or `[anonymous]` else. */
   readonly key: string;
   readonly kind: "file" | "vdso" | "anonymous";
   /** The path as the first process that mapped it saw it. */
   readonly path: string;
   /** Content identity, or null when the file could not be read. */
   readonly fileId: FileId | null;
-  /** A path that opens this very file for the rest of the session, or null when it cannot be opened. */
-  readonly openPath: string | null;
+  /** Whether {@linkcode MappedFile.open} reads the file; false for anonymous memory and refused files. */
+  readonly readable: boolean;
+  /** Why a file could not be read, or null. */
+  readonly refusal: FileRefusal | null;
+  /** The root of the first process that mapped it, when not the host's: its debug files are there. */
+  readonly root: RootDirectory | null;
+  /**
+   * Opens this very file (a new handle each time, which the caller closes).
+   *
+   * @throws {FileRefusedError} when it cannot be read.
+   */
+  open(): RegularFile;
+}
+
+/** Counters reported with the session's metrics (`--stats`). */
+export interface ProcessManagerStats {
+  /** Reads of /proc/PID/maps. */
+  syncs: number;
+  /** Reads that failed (the process had exited). */
+  syncFailures: number;
+  /** Re-reads for addresses outside the known mappings. */
+  resyncs: number;
+  /** Addresses in no executable mapping. */
+  unresolved: number;
+  /** Distinct mapped files opened. */
+  filesOpened: number;
+  /** Distinct mapped files not read, by reason: their frames stay unsymbolized. */
+  filesRefused: Record<FileRefusal, number>;
 }
 
 /** An executable mapping of a process with the file it maps. */
@@ -46,6 +86,15 @@ export interface ResolvedMapping extends ProcMapping {
 export interface ResolvedAddress {
   readonly mapping: ResolvedMapping;
   readonly fileOffset: number;
+}
+
+/** The root of a process while its mappings are read. */
+interface ReadRoot {
+  readonly pid: Pid;
+  /** Opened at the first new file; null when it cannot be. */
+  directory: RootDirectory | null | undefined;
+  /** The directory kept for the session for this root, or null (the host's root, or over the limit). */
+  kept: RootDirectory | null;
 }
 
 interface ProcessState {
@@ -85,9 +134,24 @@ export class ProcessManager {
   #processes = new Map<Pid, ProcessState>();
   #listener: ProcessListener | undefined;
   #files = new Map<string, MappedFile>();
-  #pinnedFds: number[] = [];
+  /** Files kept open for the session, so that they stay readable whatever happens to their paths. */
+  #pinned: RegularFile[] = [];
+  /**
+   * Roots of processes other than the host's, by mount namespace and root directory, each with an
+   * O_PATH descriptor of its mount namespace: that keeps the namespace's mounts in place after its
+   * processes exit (a container's debug files are often on a mount of their own).
+   */
+  #roots = new Map<string, { directory: RootDirectory; namespace: number }>();
+  #hostRoot: { namespace: string; directory: RootDirectory } | null | undefined;
   /** Counters reported with the session's metrics. */
-  readonly stats = { syncs: 0, syncFailures: 0, resyncs: 0, unresolved: 0 };
+  readonly stats: ProcessManagerStats = {
+    syncs: 0,
+    syncFailures: 0,
+    resyncs: 0,
+    unresolved: 0,
+    filesOpened: 0,
+    filesRefused: { missing: 0, denied: 0, "not-regular": 0, replaced: 0, failed: 0 },
+  };
 
   constructor(options: ProcessManagerOptions = {}) {
     this.#procRoot = options.procRoot ?? "/proc";
@@ -197,35 +261,38 @@ export class ProcessManager {
    * to start). Ignored when the file cannot be read.
    */
   preloadPath(path: string): void {
-    let stat: Deno.FileInfo;
+    let handle: RegularFile;
+    let realPath: string;
     try {
-      stat = Deno.statSync(path);
+      handle = RegularFile.open(path);
+      realPath = Deno.realPathSync(path);
     } catch {
       return;
     }
-    if (!stat.isFile || stat.dev === null || stat.ino === null) return;
-    // The device number as /proc/PID/maps prints it: major:minor in hex.
-    const dev = stat.dev;
-    const major = Math.floor(dev / 256) & 0xfff | (Math.floor(dev / 2 ** 32) & ~0xfff);
-    const minor = (dev & 0xff) | (Math.floor(dev / 4096) & ~0xff);
-    const hex = (value: number) => value.toString(16).padStart(2, "0");
-    const mapping: ProcMapping = {
-      start: 0 as Address,
-      end: 0 as Address,
-      fileOffset: 0,
-      device: `${hex(major)}:${hex(minor)}`,
-      inode: stat.ino,
-      path: Deno.realPathSync(path),
-      deleted: false,
-    };
-    this.#listener?.onPreload?.(this.#fileOf(Deno.pid as Pid, mapping));
+    const identity = handle.identity;
+    const key = formatIdentity(identity);
+    let file = this.#files.get(key);
+    if (file === undefined) {
+      // Its process does not exist yet: reopened, if ever needed, by path and checked to be this file.
+      file = this.#adopt(key, realPath, handle, null, () => RegularFile.open(realPath, { expect: identity }));
+      this.#files.set(key, file);
+    } else {
+      handle.close();
+    }
+    this.#listener?.onPreload?.(file);
   }
 
   /** Closes the files kept open. Safe to call twice. */
   close(): void {
-    const { fn } = libc();
-    for (const fd of this.#pinnedFds) fn.close(fd);
-    this.#pinnedFds = [];
+    for (const file of this.#pinned) file.close();
+    this.#pinned = [];
+    for (const root of this.#roots.values()) {
+      root.directory.close();
+      if (root.namespace >= 0) libc().fn.close(root.namespace);
+    }
+    this.#roots.clear();
+    this.#hostRoot?.directory.close();
+    this.#hostRoot = undefined;
   }
 
   [Symbol.dispose](): void {
@@ -236,9 +303,13 @@ export class ProcessManager {
     this.stats.syncs++;
     let mappings: ResolvedMapping[] = [];
     let gone = false;
+    const root: ReadRoot = { pid, directory: undefined, kept: null };
     try {
       const text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
-      mappings = parseProcMaps(text).map((mapping) => ({ ...mapping, file: this.#fileOf(pid, mapping) }));
+      mappings = parseProcMaps(text).map((mapping) => ({
+        ...mapping,
+        file: this.#fileOf(pid, mapping, root),
+      }));
     } catch (error) {
       // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
       gone = true;
@@ -246,6 +317,8 @@ export class ProcessManager {
       if (!(error instanceof Deno.errors.NotFound)) {
         logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
       }
+    } finally {
+      if (root.directory && root.directory !== root.kept) root.directory.close();
     }
     const previous = this.#processes.get(pid);
     // Keep what we knew if a re-read failed: the process is exiting, its old mappings are still right.
@@ -257,45 +330,143 @@ export class ProcessManager {
     return state;
   }
 
-  #fileOf(pid: Pid, mapping: ProcMapping): MappedFile {
-    const isFile = mapping.inode !== 0 && mapping.path.startsWith("/");
-    const key = isFile ? `${mapping.device}:${mapping.inode}` : mapping.path || "[anonymous]";
+  #fileOf(pid: Pid, mapping: ProcMapping, root: ReadRoot): MappedFile {
+    const identity = mapping.path.startsWith("/") ? mappingIdentity(mapping) : null;
+    const key = identity !== null ? formatIdentity(identity) : mapping.path || "[anonymous]";
     const known = this.#files.get(key);
     if (known) return known;
-    const file = isFile ? this.#openFile(pid, mapping, key) : mapping.path === "[vdso]" ? this.#vdso() : {
-      key,
-      kind: "anonymous" as const,
-      path: mapping.path || "[anonymous]",
-      fileId: null,
-      openPath: null,
-    };
+    const file = identity !== null
+      ? this.#openFile(pid, mapping, key, root)
+      : mapping.path === "[vdso]"
+      ? this.#vdso()
+      : unreadable(key, "anonymous", mapping.path || "[anonymous]", null);
     this.#files.set(key, file);
     return file;
   }
 
-  /**
-   * Opens the file behind a mapping. /proc/PID/map_files reaches the exact file even when it was
-   * deleted or lives in another mount namespace; /proc/PID/root/PATH and PATH are the fallbacks.
-   */
-  #openFile(pid: Pid, mapping: ProcMapping, key: string): MappedFile {
-    const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
-    const candidates = [
-      `${this.#procRoot}/${pid}/map_files/${range}`,
-      `${this.#procRoot}/${pid}/root${mapping.path}`,
-      mapping.path,
-    ];
-    for (const candidate of candidates) {
-      let fileId: FileId;
-      try {
-        using file = Deno.openSync(candidate);
-        fileId = fileIdOf(file);
-      } catch {
-        continue;
-      }
-      return { key, kind: "file", path: mapping.path, fileId, openPath: this.#pin(candidate) ?? candidate };
+  /** Opens the file behind a mapping, through the process (see {@linkcode openMappedFile}). */
+  #openFile(pid: Pid, mapping: ProcMapping, key: string, root: ReadRoot): MappedFile {
+    const procRoot = this.#procRoot;
+    const directory = this.#openRoot(root);
+    let handle: RegularFile;
+    try {
+      handle = openMappedFile(
+        pid,
+        mapping,
+        directory === null ? { procRoot } : { procRoot, root: directory },
+      );
+    } catch (error) {
+      if (!(error instanceof FileRefusedError)) throw error;
+      this.stats.filesRefused[error.reason]++;
+      logger.debug("Not reading {path}: {error}", { path: mapping.path, error: error.message });
+      return unreadable(key, "file", mapping.path, error.reason);
     }
-    logger.debug("Cannot open {path} of process {pid}", { path: mapping.path, pid });
-    return { key, kind: "file", path: mapping.path, fileId: null, openPath: null };
+    // Over the limit of open files, it is opened again, from the process, each time it is needed.
+    return this.#adopt(
+      key,
+      mapping.path,
+      handle,
+      root.kept,
+      () => openMappedFile(pid, mapping, { procRoot }),
+    );
+  }
+
+  /** A readable file from its first handle, kept open when the limit allows. */
+  #adopt(
+    key: string,
+    path: string,
+    handle: RegularFile,
+    root: RootDirectory | null,
+    reopen: () => RegularFile,
+  ): MappedFile {
+    let fileId: FileId;
+    try {
+      fileId = fileIdOf(handle);
+    } catch (error) {
+      handle.close();
+      this.stats.filesRefused.failed++;
+      logger.debug("Not reading {path}: {error}", { path, error: String(error) });
+      return unreadable(key, "file", path, "failed");
+    }
+    this.stats.filesOpened++;
+    let pinned: RegularFile | null = null;
+    if (this.#pinned.length + 2 * this.#roots.size < this.#maxPinnedFiles) {
+      pinned = handle;
+      this.#pinned.push(handle);
+    } else {
+      handle.close();
+    }
+    return {
+      key,
+      kind: "file",
+      path,
+      fileId,
+      readable: true,
+      refusal: null,
+      root,
+      open: () => pinned?.duplicate() ?? reopen(),
+    };
+  }
+
+  /**
+   * Opens the root of the process being read, once per read, and decides whether to keep it for the
+   * session to look for its files' debug files in: not when it is the host's (the same mount namespace
+   * and root directory as omniprof's); else one kept directory per distinct root, within the limit of
+   * open files. Null when the root cannot be opened.
+   */
+  #openRoot(root: ReadRoot): RootDirectory | null {
+    if (root.directory !== undefined) return root.directory;
+    const processDir = `${this.#procRoot}/${root.pid}`;
+    try {
+      root.directory = RootDirectory.open(`${processDir}/root`);
+    } catch {
+      root.directory = null;
+      return null;
+    }
+    const namespace = this.#namespaceOf(processDir);
+    const host = this.#host();
+    if (
+      host !== null && namespace === host.namespace &&
+      sameIdentity(root.directory.identity, host.directory.identity)
+    ) {
+      return root.directory;
+    }
+    const rootKey = `${namespace} ${formatIdentity(root.directory.identity)}`;
+    root.kept = this.#roots.get(rootKey)?.directory ?? null;
+    if (root.kept === null && this.#pinned.length + 2 * this.#roots.size + 1 < this.#maxPinnedFiles) {
+      root.kept = root.directory;
+      let namespaceFd = -1;
+      try {
+        namespaceFd = openPathDescriptor(`${processDir}/ns/mnt`, undefined);
+      } catch {
+        // Without it, the root still serves while the process lives.
+      }
+      this.#roots.set(rootKey, { directory: root.kept, namespace: namespaceFd });
+    }
+    return root.directory;
+  }
+
+  #host(): { namespace: string; directory: RootDirectory } | null {
+    if (this.#hostRoot === undefined) {
+      try {
+        this.#hostRoot = {
+          namespace: this.#namespaceOf("/proc/self"),
+          directory: RootDirectory.open("/proc/self/root"),
+        };
+      } catch {
+        this.#hostRoot = null;
+      }
+    }
+    return this.#hostRoot;
+  }
+
+  /** The mount namespace of a process, "" when unknown. */
+  #namespaceOf(processDir: string): string {
+    try {
+      return Deno.readLinkSync(`${processDir}/ns/mnt`);
+    } catch {
+      return "";
+    }
   }
 
   /**
@@ -303,7 +474,7 @@ export class ProcessManager {
    * in-memory file, serves for unwinding (its .eh_frame) and symbolization (its .dynsym) of all.
    */
   #vdso(): MappedFile {
-    const base = { key: "[vdso]", kind: "vdso" as const, path: "[vdso]", fileId: null, openPath: null };
+    const base = unreadable("[vdso]", "vdso", "[vdso]", "failed");
     try {
       const own = parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`)).find((m) =>
         m.path === "[vdso]"
@@ -325,20 +496,37 @@ export class ProcessManager {
         fn.close(fd);
         return base;
       }
-      this.#pinnedFds.push(fd);
-      return { ...base, openPath: `/proc/self/fd/${fd}` };
+      const file = RegularFile.adopt(fd, "[vdso]");
+      this.#pinned.push(file);
+      return { ...base, readable: true, refusal: null, open: () => file.duplicate() };
     } catch (error) {
       logger.debug("Cannot copy the vdso: {error}", { error: String(error) });
       return base;
     }
   }
+}
 
-  /** Keeps a descriptor open and returns a path that reopens it for as long as the session runs. */
-  #pin(path: string): string | null {
-    if (this.#pinnedFds.length >= this.#maxPinnedFiles) return null;
-    const fd = libc().fn.open(cString(path), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return null;
-    this.#pinnedFds.push(fd);
-    return `/proc/self/fd/${fd}`;
-  }
+/** A file that cannot be read (or pseudo memory without a file). */
+function unreadable(
+  key: string,
+  kind: MappedFile["kind"],
+  path: string,
+  refusal: FileRefusal | null,
+): MappedFile {
+  return {
+    key,
+    kind,
+    path,
+    fileId: null,
+    readable: false,
+    refusal,
+    root: null,
+    open: () => {
+      throw new FileRefusedError(
+        path,
+        refusal ?? "not-regular",
+        refusal === null ? "no file" : `refused (${refusal})`,
+      );
+    },
+  };
 }

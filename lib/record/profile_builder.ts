@@ -118,7 +118,7 @@ class Builder {
       return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
     }
     const mappingIndex = this.#mapping(file);
-    if (file.openPath === null) {
+    if (!file.readable) {
       const name = file.kind === "file"
         ? formatUnknownFrame(file.path, lookup)
         : `[${file.path.replace(/^\[|\]$/g, "")}]`;
@@ -126,14 +126,14 @@ class Builder {
     }
     const vaddr = frame.addressKind === "vaddr"
       ? lookup as Address
-      : this.#native.fileOffsetToVaddr(file.openPath, lookup as FileOffset);
-    const symbol = vaddr === null ? null : this.#native.symbolize(file.openPath, vaddr);
+      : this.#native.fileOffsetToVaddr(file, lookup as FileOffset);
+    const symbol = vaddr === null ? null : this.#native.symbolize(file, vaddr);
     if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
     let functionName = symbol?.functionName;
     if (functionName === undefined && frame.signalTrampoline) functionName = "[signal trampoline]";
     if (functionName === undefined) {
       // Unnamed code is named after the start of its function (its FDE), so that its samples add up.
-      const start = vaddr === null ? undefined : this.#native.functionAt(file.openPath, vaddr)?.start;
+      const start = vaddr === null ? undefined : this.#native.functionAt(file, vaddr)?.start;
       functionName = formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
     }
     return { kind, mapping: mappingIndex, address: vaddr ?? lookup, functionName, sourceFile: "", line: 0 };
@@ -172,7 +172,7 @@ class Builder {
         end: USER_SPACE_END,
         fileOffset: 0,
         fileName: file.path,
-        buildId: file.openPath === null ? "" : this.#native.buildId(file.openPath),
+        buildId: file.readable ? this.#native.buildId(file) : "",
         hasFunctions: false,
       });
       this.#mappingIndex.set(file, index);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
-import { fileCrc32, findDebugFile, underRoot } from "./debug_file.ts";
+import { fileCrc32, findDebugFile } from "./debug_file.ts";
+import { RootDirectory } from "../sys/root_directory.ts";
 import { run } from "../testing/commands.ts";
 import { programs, requiring } from "../testing/requirements.ts";
 import { parentDir } from "../sys/path.ts";
@@ -68,9 +69,12 @@ function rootWith(binary: string, files: Record<string, string>): string {
   return root;
 }
 
-function find(root: string): string | null {
+/** The name of the debug file found for /opt/app/functions in `root`, or null. */
+function find(root: string, options: { debugDirs?: string[]; host?: boolean } = {}): string | null {
   using elf = ElfFile.open(`${root}/opt/app/functions`);
-  return findDebugFile(elf, "/opt/app/functions", { root });
+  using directory = RootDirectory.open(root);
+  using debug = findDebugFile(elf, "/opt/app/functions", { root: directory, ...options });
+  return debug?.name ?? null;
 }
 
 Deno.test(requiring([tools], {
@@ -104,8 +108,7 @@ Deno.test(requiring([tools], {
     }
     const root = rootWith(b.linkedNoId, { "/usr/lib/debug/opt/app/functions.debug": b.debugNoId });
     assert.equal(find(root), `${root}/usr/lib/debug/opt/app/functions.debug`);
-    using elf = ElfFile.open(`${root}/opt/app/functions`);
-    assert.equal(findDebugFile(elf, "/opt/app/functions", { root, debugDirs: ["/nowhere"] }), null);
+    assert.equal(find(root, { debugDirs: ["/nowhere"] }), null);
   },
 }));
 
@@ -136,8 +139,48 @@ Deno.test(requiring([tools], {
   },
 }));
 
-Deno.test("underRoot() prefixes paths unless the root is /", () => {
-  assert.equal(underRoot("/", "/usr/lib/x.so"), "/usr/lib/x.so");
-  assert.equal(underRoot("/proc/42/root", "/usr/lib/x.so"), "/proc/42/root/usr/lib/x.so");
-  assert.equal(underRoot("/proc/42/root/", "/usr/lib/x.so"), "/proc/42/root/usr/lib/x.so");
-});
+Deno.test(requiring([tools], {
+  name: "findDebugFile() looks in the process's root first, then in the host's debug directories",
+  fn() {
+    const b = build();
+    const buildIdPath = `/.build-id/${b.buildId.slice(0, 2)}/${b.buildId.slice(2)}.debug`;
+    // The host's debug directory, as an absolute path of this machine; inside the root it does not exist.
+    const hostDebug = Deno.makeTempDirSync({ dir: b.dir, prefix: "host_debug_" });
+    mkdirp(parentDir(`${hostDebug}${buildIdPath}`));
+    Deno.copyFileSync(b.debug, `${hostDebug}${buildIdPath}`);
+    const empty = rootWith(b.linked, {});
+    assert.equal(find(empty, { debugDirs: [hostDebug] }), `${hostDebug}${buildIdPath}`);
+    assert.equal(find(empty, { debugDirs: [hostDebug], host: false }), null);
+    const own = rootWith(b.linked, { [`${hostDebug}${buildIdPath}`]: b.debug });
+    assert.equal(find(own, { debugDirs: [hostDebug] }), `${own}${hostDebug}${buildIdPath}`);
+    // Beside the binary counts in its own root only: on the host, that folder is another system's.
+    const hostApp = `${b.dir}/host_app`;
+    mkdirp(hostApp);
+    Deno.copyFileSync(b.linkedNoId, `${hostApp}/functions`);
+    Deno.copyFileSync(b.debugNoId, `${hostApp}/functions.debug`);
+    using elf = ElfFile.open(`${hostApp}/functions`);
+    using hostFound = findDebugFile(elf, `${hostApp}/functions`, { debugDirs: ["/nowhere"] });
+    assert.equal(hostFound?.name, `${hostApp}/functions.debug`);
+    using directory = RootDirectory.open(empty);
+    assert.equal(
+      findDebugFile(elf, `${hostApp}/functions`, { root: directory, debugDirs: ["/nowhere"] }),
+      null,
+    );
+  },
+}));
+
+Deno.test(requiring([tools], {
+  name: "findDebugFile() skips a FIFO or device at a candidate path without blocking",
+  fn() {
+    const b = build();
+    const root = rootWith(b.linkedNoId, {});
+    run("mkfifo", `${root}/opt/app/functions.debug`);
+    mkdirp(`${root}/opt/app/.debug`);
+    Deno.symlinkSync("/dev/zero", `${root}/opt/app/.debug/functions.debug`);
+    mkdirp(`${root}/usr/lib/debug/opt/app`);
+    Deno.copyFileSync(b.debugNoId, `${root}/usr/lib/debug/opt/app/functions.debug`);
+    const started = performance.now();
+    assert.equal(find(root, { host: false }), `${root}/usr/lib/debug/opt/app/functions.debug`);
+    assert.ok(performance.now() - started < 5000);
+  },
+}));

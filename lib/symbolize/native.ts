@@ -1,8 +1,11 @@
 /**
- * Host-side symbolization of native frames: (binary path, address) to function name through the ELF
- * symbol tables, using the separate debug file's `.symtab` when the binary is stripped. Each file is
- * opened once, parsed into a {@linkcode SymbolTable} and closed again right away, so no descriptor stays
- * open; parsed tables are kept in a bounded LRU cache. A bad or unreadable file never throws: its frames
+ * Host-side symbolization of native frames: (binary, address) to function name through the ELF symbol
+ * tables, using the separate debug file's `.symtab` when the binary is stripped. A binary is a
+ * {@linkcode SymbolFile}: a key that names the very file (its device and inode for a mapped file, so
+ * another file later at the same path is not taken for it), a way to open it, and the process's root
+ * for its debug file; a plain path also works, for files the caller names itself. Each file is opened
+ * once, parsed into a {@linkcode SymbolTable} and closed again right away, so no descriptor stays open;
+ * parsed tables are kept in a bounded LRU cache. A bad or unreadable file never throws: its frames
  * resolve to null and the reason is logged once per file.
  *
  * @example
@@ -21,11 +24,25 @@
 import { getLogger } from "../log/logger.ts";
 import { ElfFile, type ElfFileOptions, type LoadSegment } from "../elf/elf_file.ts";
 import { baseName } from "../sys/path.ts";
+import { RegularFile } from "../sys/regular_file.ts";
+import type { RootDirectory } from "../sys/root_directory.ts";
 import type { Address, FileOffset } from "../types.ts";
-import { findDebugFile, underRoot } from "./debug_file.ts";
+import { findDebugFile } from "./debug_file.ts";
 import { demangle } from "./demangle.ts";
 import { FunctionBounds, type FunctionRange } from "./function_bounds.ts";
 import { SymbolTable, type SymbolTableSource } from "./symbol_table.ts";
+
+/** A binary to symbolize. The process manager's mapped files are ones. */
+export interface SymbolFile {
+  /** Names the file for the cache: its identity, not a path that may name another file later. */
+  readonly key: string;
+  /** The path as the process sees it (messages; debug links are looked for beside it). */
+  readonly path: string;
+  /** Where the process sees its files, looked in first for the debug file; null: the host's root. */
+  readonly root: RootDirectory | null;
+  /** Opens the file; each call returns a new handle that the caller closes. */
+  open(): RegularFile;
+}
 
 /** A resolved native frame. */
 export interface NativeSymbol {
@@ -41,7 +58,7 @@ export interface NativeSymbolizerOptions {
   maxCachedFiles?: number;
   /** Most bytes of parsed tables kept (approximate). Default 1 GiB. */
   maxCachedBytes?: number;
-  /** Global debug directories inside each root. Default `["/usr/lib/debug"]`. */
+  /** Global debug directories, in the process's root and then the host's. Default `["/usr/lib/debug"]`. */
   debugDirs?: readonly string[];
   /** Largest section read from a file, see {@linkcode ElfFileOptions}. Default 256 MiB. */
   maxSectionBytes?: number;
@@ -135,11 +152,11 @@ export class NativeSymbolizer implements Disposable {
   }
 
   /**
-   * Resolves an ELF virtual address of the file at `path` (a path inside `root`, as the process sees it).
-   * Returns null when the file has no symbol covering the address or cannot be read.
+   * Resolves an ELF virtual address of `file` (a path names a file of the host). Returns null when the
+   * file has no symbol covering the address or cannot be read.
    */
-  symbolize(path: string, vaddr: Address, root = "/"): NativeSymbol | null {
-    const match = this.#entry(path, root).symbols.lookup(vaddr);
+  symbolize(file: SymbolFile | string, vaddr: Address): NativeSymbol | null {
+    const match = this.#entry(file).symbols.lookup(vaddr);
     if (match === null) return null;
     // .symtab names of versioned definitions carry the version (`__libc_start_main@@GLIBC_2.34`).
     const at = match.name.indexOf("@");
@@ -151,14 +168,14 @@ export class NativeSymbolizer implements Disposable {
    * Resolves a file offset (what a mapping gives: address - mapping start + mapping offset) by converting
    * it to a virtual address through the file's PT_LOAD segments.
    */
-  symbolizeFileOffset(path: string, offset: FileOffset, root = "/"): NativeSymbol | null {
-    const vaddr = this.fileOffsetToVaddr(path, offset, root);
-    return vaddr === null ? null : this.symbolize(path, vaddr, root);
+  symbolizeFileOffset(file: SymbolFile | string, offset: FileOffset): NativeSymbol | null {
+    const vaddr = this.fileOffsetToVaddr(file, offset);
+    return vaddr === null ? null : this.symbolize(file, vaddr);
   }
 
   /** Converts a file offset to an ELF virtual address of the file; null when no PT_LOAD maps it. */
-  fileOffsetToVaddr(path: string, offset: FileOffset, root = "/"): Address | null {
-    for (const seg of this.#entry(path, root).loadSegments) {
+  fileOffsetToVaddr(file: SymbolFile | string, offset: FileOffset): Address | null {
+    for (const seg of this.#entry(file).loadSegments) {
       if (offset >= seg.offset && offset - seg.offset < seg.filesz) {
         return (seg.vaddr + offset - seg.offset) as Address;
       }
@@ -170,21 +187,21 @@ export class NativeSymbolizer implements Disposable {
    * The function holding ELF virtual address `vaddr` as the file's unwind entries (FDEs) give it, for an
    * address no symbol covers; null when no FDE covers it or the file cannot be read.
    */
-  functionAt(path: string, vaddr: Address, root = "/"): FunctionRange | null {
-    const key = underRoot(root, path);
-    const entry = this.#entry(path, root);
+  functionAt(file: SymbolFile | string, vaddr: Address): FunctionRange | null {
+    const source = symbolFileOf(file);
+    const entry = this.#entry(source);
     if (entry.error !== "") return null;
     if (entry.bounds === undefined) {
       entry.bounds = null;
       try {
-        using elf = ElfFile.open(key, this.#elfOptions);
+        using elf = ElfFile.fromFile(source.open(), source.path, this.#elfOptions);
         entry.bounds = FunctionBounds.read(elf);
       } catch (error) {
-        this.#report(key, error);
+        this.#report(source.key, source.path, error);
       }
       const bytes = entry.bounds?.byteSize ?? 0;
       entry.bytes += bytes;
-      if (this.#cache.get(key) === entry) this.#cachedBytes += bytes;
+      if (this.#cache.get(source.key) === entry) this.#cachedBytes += bytes;
     }
     try {
       return entry.bounds?.find(vaddr) ?? null;
@@ -196,18 +213,18 @@ export class NativeSymbolizer implements Disposable {
   }
 
   /** The GNU build ID of the file (lowercase hex), "" when it has none or cannot be read. */
-  buildId(path: string, root = "/"): string {
-    return this.#entry(path, root).buildId;
+  buildId(file: SymbolFile | string): string {
+    return this.#entry(file).buildId;
   }
 
   /** Why the file could not be read, or "" when it was (reading it if it is not cached). */
-  loadError(path: string, root = "/"): string {
-    return this.#entry(path, root).error;
+  loadError(file: SymbolFile | string): string {
+    return this.#entry(file).error;
   }
 
   /** Drops the cached parse of a file, e.g. after it was replaced on disk. */
-  forget(path: string, root = "/"): void {
-    const key = underRoot(root, path);
+  forget(file: SymbolFile | string): void {
+    const key = symbolFileOf(file).key;
     const entry = this.#cache.get(key);
     if (entry === undefined) return;
     this.#cache.delete(key);
@@ -227,8 +244,9 @@ export class NativeSymbolizer implements Disposable {
     this.close();
   }
 
-  #entry(path: string, root: string): FileEntry {
-    const key = underRoot(root, path);
+  #entry(file: SymbolFile | string): FileEntry {
+    const source = symbolFileOf(file);
+    const key = source.key;
     const cached = this.#cache.get(key);
     if (cached !== undefined) {
       // Re-insert to mark as most recently used.
@@ -236,7 +254,7 @@ export class NativeSymbolizer implements Disposable {
       this.#cache.set(key, cached);
       return cached;
     }
-    const entry = this.#load(key, path, root);
+    const entry = this.#load(source);
     if (!this.#closed) {
       this.#cache.set(key, entry);
       this.#cachedBytes += entry.bytes;
@@ -245,27 +263,30 @@ export class NativeSymbolizer implements Disposable {
     return entry;
   }
 
-  #load(hostPath: string, path: string, root: string): FileEntry {
+  #load(file: SymbolFile): FileEntry {
     this.#stats.filesLoaded++;
     let elf: ElfFile | undefined;
-    let debug: ElfFile | undefined;
+    let debug: ElfFile | null = null;
     try {
-      elf = ElfFile.open(hostPath, this.#elfOptions);
+      const handle = file.open();
+      const binary = handle.identity;
+      elf = ElfFile.fromFile(handle, file.path, this.#elfOptions);
       const sources: SymbolTableSource[] = elf.symbolSources();
       if (!sources.some((s) => s.kind === "symtab")) {
-        const debugPath = findDebugFile(elf, path, {
-          root,
+        debug = findDebugFile(elf, file.path, {
+          root: file.root,
+          binary,
+          elfOptions: this.#elfOptions,
           ...(this.#debugDirs === undefined ? {} : { debugDirs: this.#debugDirs }),
         });
-        if (debugPath !== null) {
+        if (debug !== null) {
           try {
-            debug = ElfFile.open(debugPath, this.#elfOptions);
             const extra = debug.symbolSources().filter((s) => s.kind === "symtab");
             if (extra.length > 0) this.#stats.debugFilesUsed++;
             sources.unshift(...extra);
           } catch (error) {
             // The binary's own .dynsym still works without its debug file.
-            this.#report(debugPath, error);
+            this.#report(`${file.key} debug`, debug.name, error);
           }
         }
       }
@@ -280,7 +301,7 @@ export class NativeSymbolizer implements Disposable {
       };
     } catch (error) {
       this.#stats.filesFailed++;
-      this.#report(hostPath, error);
+      this.#report(file.key, file.path, error);
       return {
         symbols: SymbolTable.empty,
         loadSegments: [],
@@ -305,10 +326,11 @@ export class NativeSymbolizer implements Disposable {
     return out;
   }
 
-  #report(path: string, error: unknown): void {
-    if (this.#reported.has(path)) return;
+  /** Logs why `path` (the file `key` names) cannot be read, once per file. */
+  #report(key: string, path: string, error: unknown): void {
+    if (this.#reported.has(key)) return;
     if (this.#reported.size >= MAX_REPORTED_PATHS) this.#reported.clear();
-    this.#reported.add(path);
+    this.#reported.add(key);
     logger.warn("Cannot symbolize {path}: {reason}", { path, reason: describe(error) });
   }
 
@@ -322,6 +344,12 @@ export class NativeSymbolizer implements Disposable {
       this.#stats.evictions++;
     }
   }
+}
+
+/** A path given by the caller: a file of the host, cached under its path. */
+function symbolFileOf(file: SymbolFile | string): SymbolFile {
+  if (typeof file !== "string") return file;
+  return { key: `path:${file}`, path: file, root: null, open: () => RegularFile.open(file) };
 }
 
 function describe(error: unknown): string {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { configureLogging, type LogRecord, resetLogging } from "../log/logger.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "./native.ts";
+import { RootDirectory } from "../sys/root_directory.ts";
 import type { Address, FileOffset } from "../types.ts";
 import { run } from "../testing/commands.ts";
 import { programs, requiring } from "../testing/requirements.ts";
@@ -105,7 +106,7 @@ Deno.test(requiring([tools], {
 }));
 
 Deno.test(requiring([tools], {
-  name: "symbolize() looks files and debug files up under a root prefix",
+  name: "symbolize() finds the debug file of a file in another root inside that root",
   fn() {
     const { dir, linked } = build();
     const root = `${dir}/root`;
@@ -114,7 +115,14 @@ Deno.test(requiring([tools], {
     Deno.copyFileSync(`${dir}/app/functions.debug`, `${root}/usr/bin/functions.debug`);
     const gamma = readelfValue(build().full, "fixture_static_gamma");
     using symbolizer = new NativeSymbolizer();
-    assert.deepEqual(symbolizer.symbolize("/usr/bin/functions", (gamma + 2) as Address, root), {
+    using rootDirectory = RootDirectory.open(root);
+    const file = {
+      key: "functions in root",
+      path: "/usr/bin/functions",
+      root: rootDirectory,
+      open: () => rootDirectory.openFile("/usr/bin/functions"),
+    };
+    assert.deepEqual(symbolizer.symbolize(file, (gamma + 2) as Address), {
       functionName: "fixture_static_gamma",
       offset: 2,
     });

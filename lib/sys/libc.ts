@@ -1,6 +1,7 @@
 /**
- * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open), mmap
- * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, and errno.
+ * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2),
+ * mmap for ring buffers, epoll to wait for them, ioctl, and the file calls Deno's own API lacks (opening
+ * with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor), and errno.
  *
  * @example
  * ```ts
@@ -18,8 +19,15 @@ const symbols = {
   ioctl: { parameters: ["i32", "u64", "u64"], result: "i32" },
   mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
+  // openat2(2) has no glibc wrapper: the same variadic syscall() with the argument kinds it takes.
+  openat2: { name: "syscall", parameters: ["i64", "i64", "buffer", "buffer", "usize"], result: "i64" },
   open: { parameters: ["buffer", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
+  // Variadic too; F_DUPFD_CLOEXEC takes one integer argument, passed in a register either way.
+  fcntl: { parameters: ["i32", "i32", "i64"], result: "i32" },
+  readlink: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
@@ -40,6 +48,26 @@ export const PROT_WRITE = 2;
 export const MAP_SHARED = 1;
 export const O_RDONLY = 0;
 export const O_CLOEXEC = 0o2000000;
+/** Open without blocking: a FIFO without writer or a device that waits for a peer returns at once. */
+export const O_NONBLOCK = 0o4000;
+/** Opening a terminal does not make it the controlling terminal. */
+export const O_NOCTTY = 0o400;
+export const O_DIRECTORY = 0o200000;
+/**
+ * A descriptor that only names a file: opening it runs no driver or FIFO code and reads nothing, so what
+ * the name leads to can be checked with statx before the file is really opened.
+ */
+export const O_PATH = 0o10000000;
+/** statx: the descriptor itself, not a path relative to it. */
+export const AT_EMPTY_PATH = 0x1000;
+export const F_DUPFD_CLOEXEC = 1030;
+export const SYS_OPENAT2 = 437;
+/** openat2: resolve the path as if the directory were the root (absolute links and `..` stay inside). */
+export const RESOLVE_IN_ROOT = 0x10;
+/** openat2: refuse /proc's magic links (`/proc/self/fd/N`, `/proc/PID/root`) on the way. */
+export const RESOLVE_NO_MAGICLINKS = 0x02;
+export const EINTR = 4;
+export const ENOSYS = 38;
 const SC_PAGESIZE = 30;
 const RLIMIT_NOFILE = 7;
 

@@ -58,6 +58,8 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["ldconfig", "libc-bin"],
   ["mkfifo", "coreutils"],
   ["truncate", "coreutils"],
+  ["setpriv", "util-linux"],
+  ["unshare", "util-linux"],
   ["node", "nodejs"],
   ["tmux", "tmux"],
   ["chromium", "chromium"],

@@ -309,10 +309,10 @@ export class NativeUnwinding implements ProcessListener {
   #register(file: MappedFile): LoadedFile | null {
     const known = this.#files.get(file.key);
     if (known) return known;
-    if (file.openPath === null) return null;
+    if (!file.readable) return null;
     let segments: readonly LoadSegment[] = [];
     try {
-      using elf = ElfFile.open(file.openPath);
+      using elf = ElfFile.fromFile(file.open(), file.path);
       segments = elf.loadSegments;
     } catch (error) {
       this.#failed("Cannot read {path}: {error}; using frame pointers there", file, error);
@@ -332,13 +332,13 @@ export class NativeUnwinding implements ProcessListener {
   }
 
   #loadTables(loaded: LoadedFile, whole = false): void {
-    if (loaded.tablesDone || loaded.file.openPath === null) return;
+    if (loaded.tablesDone || !loaded.file.readable) return;
     loaded.tablesDone = true;
     const started = performance.now();
     const { id, file, segments } = loaded;
     let deltas: StackDeltaFile | null = null;
     try {
-      using elf = ElfFile.open(file.openPath!);
+      using elf = ElfFile.fromFile(file.open(), file.path);
       // Read whole, the index walks every FDE; else only .eh_frame_hdr's table until pages are asked for.
       const index = indexUnwindTable(elf, { lazy: !whole });
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {

@@ -23,6 +23,7 @@
 import { getLogger } from "../../log/logger.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import type { Address, Pid } from "../../types.ts";
+import { FileRefusedError } from "../../sys/regular_file.ts";
 import { FrameMarker } from "../../../support/types.ts";
 import { findElfSymbols } from "../elf_symbols.ts";
 import {
@@ -244,7 +245,7 @@ export class PythonInstance extends InstanceStubs {
       const { libc } = findProcessLibraries(this.pid, this.#procRoot);
       if (libc === null) return null;
       this.#glibc = null;
-      using elf = ElfFile.open(libc.openPath);
+      using elf = ElfFile.fromFile(libc.open(), libc.path);
       this.#glibc = readGlibcThreadLayout(elf);
     } catch (error) {
       this.#glibc = null;
@@ -298,7 +299,7 @@ export class PythonInstance extends InstanceStubs {
     try {
       const { loader } = findProcessLibraries(this.pid, this.#procRoot);
       if (loader === null) return null;
-      using elf = ElfFile.open(loader.openPath);
+      using elf = ElfFile.fromFile(loader.open(), loader.path);
       const rDebug = findElfSymbols(elf, ["_r_debug"]).get("_r_debug");
       const loaderBias = mappingBias(loader.mapping, elf.loadSegments);
       this.#tls = null;
@@ -313,7 +314,9 @@ export class PythonInstance extends InstanceStubs {
       const blockOffset = staticTlsOffset(this.#memory, glibc, module.address);
       if (blockOffset !== null) this.#tls = symbol - blockOffset;
     } catch (error) {
-      if (!(error instanceof RemoteMemoryError) && !(error instanceof RangeError)) throw error;
+      const expected = error instanceof RemoteMemoryError || error instanceof RangeError ||
+        error instanceof FileRefusedError;
+      if (!expected) throw error;
       logger.debug("Cannot find the TLS block of {pid}: {error}", { pid: this.pid, error: String(error) });
     }
     return this.#tls ?? null;

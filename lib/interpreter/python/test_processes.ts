@@ -20,6 +20,7 @@ import { parseProcMaps } from "../../process/proc_maps.ts";
 import { statFields } from "../../process/proc_stat.ts";
 import { asPid, type Pid } from "../../types.ts";
 import { fileIdOf } from "../../process/file_id.ts";
+import { openMappedFile } from "../../process/mapped_file_opener.ts";
 import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { mappingBias } from "../process_libraries.ts";
@@ -342,16 +343,15 @@ export function attachPython(pid: Pid): AttachedPython {
   for (const mapping of mappings) {
     if (!mapping.path.startsWith("/") || tried.has(mapping.path)) continue;
     tried.add(mapping.path);
-    const range = `${mapping.start.toString(16)}-${mapping.end.toString(16)}`;
-    const openPath = `/proc/${pid}/map_files/${range}`;
+    const open = () => openMappedFile(pid, mapping);
     let fileId;
     try {
-      using file = Deno.openSync(openPath);
+      using file = open();
       fileId = fileIdOf(file);
     } catch {
       continue;
     }
-    using info = new LoaderInfo({ fileId, fileName: mapping.path, openPath });
+    using info = new LoaderInfo({ fileId, fileName: mapping.path, open });
     let data: PythonData | null;
     try {
       data = pythonLoader(ebpf, info) as PythonData | null;

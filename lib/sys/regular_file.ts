@@ -1,0 +1,329 @@
+/**
+ * A regular file opened so that opening it cannot hang or touch anything else, then read by position.
+ * omniprof runs as root and opens files that other users name (the paths in `/proc/PID/maps`, debug
+ * files inside a container): such a path may lead to a FIFO (opening it waits for a writer, forever), a
+ * device (opening it can have effects) or a file other than the one expected. So a path is first opened
+ * with O_PATH, which runs no driver or FIFO code; statx on that descriptor says what it names; only a
+ * regular file, with the expected device and inode when the caller knows them, is then reopened for
+ * reading through `/proc/self/fd` (the very inode checked, with O_NONBLOCK as a second guard). Reads use
+ * pread, so the descriptor can be shared by duplicates and nothing ever seeks.
+ *
+ * @example
+ * ```ts
+ * import { RegularFile } from "./regular_file.ts";
+ * using file = RegularFile.open("/bin/true");
+ * const magic = file.read(0, 4); // 7f 45 4c 46
+ * console.log(file.size, file.identity, magic);
+ * ```
+ *
+ * @module
+ */
+import {
+  AT_EMPTY_PATH,
+  cString,
+  EINTR,
+  ENOSYS,
+  F_DUPFD_CLOEXEC,
+  libc,
+  O_CLOEXEC,
+  O_NOCTTY,
+  O_NONBLOCK,
+  O_PATH,
+  O_RDONLY,
+  RESOLVE_IN_ROOT,
+  RESOLVE_NO_MAGICLINKS,
+  strerror,
+  SYS_OPENAT2,
+} from "./libc.ts";
+
+/** How the kernel tells files apart: the device a file lives on and its inode number there. */
+export interface FileIdentity {
+  readonly major: number;
+  readonly minor: number;
+  readonly inode: number;
+}
+
+/** Why a file was not opened; every refusal is one of these, so callers can count them. */
+export type FileRefusal =
+  /** The path or the process no longer exists. */
+  | "missing"
+  /** The kernel refused access (no privilege for another process's files, a security module). */
+  | "denied"
+  /** The path leads to a FIFO, device, socket or folder. */
+  | "not-regular"
+  /** The path leads to a regular file, but not the one expected (another device or inode). */
+  | "replaced"
+  /** Any other error of the open or statx call. */
+  | "failed";
+
+/** A file that was not opened, with the reason. */
+export class FileRefusedError extends Error {
+  readonly reason: FileRefusal;
+  readonly path: string;
+  constructor(path: string, reason: FileRefusal, detail: string) {
+    super(`Cannot open ${path}: ${detail}`);
+    this.name = "FileRefusedError";
+    this.reason = reason;
+    this.path = path;
+  }
+}
+
+/** A directory that paths are resolved inside of, as a chroot would (absolute links stay inside). */
+export interface ResolutionRoot {
+  /** An O_PATH descriptor of the directory. */
+  readonly fd: number;
+  /** Its path, for messages and for kernels without openat2. */
+  readonly path: string;
+}
+
+/** How {@linkcode RegularFile.open} finds and checks the file. */
+export interface OpenOptions {
+  /** Resolve `path` inside this directory instead of from the host's root. */
+  root?: ResolutionRoot;
+  /** The file must be this one; another file at the path is refused as "replaced". */
+  expect?: FileIdentity;
+}
+
+/** What statx says about a descriptor. */
+export interface FileStatus {
+  readonly identity: FileIdentity;
+  /** `st_mode`: type and permission bits. */
+  readonly mode: number;
+  readonly size: number;
+}
+
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+const S_IFDIR = 0o040000;
+const STATX_BASIC_STATS = 0x7ff;
+const STATX_SIZE = 256;
+const ENOENT = 2;
+const ESRCH = 3;
+const EPERM = 1;
+const EACCES = 13;
+/** openat2's `struct open_how`: flags, mode, resolve (three u64). */
+const OPEN_HOW_SIZE = 24;
+/** One pread moves at most this much (Linux caps a read near 2 GiB). */
+const MAX_READ_CHUNK = 1 << 30;
+
+const TYPE_NAMES: Record<number, string> = {
+  0o010000: "a FIFO",
+  0o020000: "a character device",
+  0o040000: "a folder",
+  0o060000: "a block device",
+  0o120000: "a symbolic link",
+  0o140000: "a socket",
+};
+
+/** Whether `a` and `b` are the same file. */
+export function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
+  return a.inode === b.inode && a.major === b.major && a.minor === b.minor;
+}
+
+/** The identity as /proc/PID/maps prints it: `major:minor inode`, the device in hex (e.g. `fd:01 1234`). */
+export function formatIdentity(identity: FileIdentity): string {
+  const hex = (value: number) => value.toString(16).padStart(2, "0");
+  return `${hex(identity.major)}:${hex(identity.minor)} ${identity.inode}`;
+}
+
+/** statx of an open descriptor (O_PATH ones too); throws a FileRefusedError when it fails. */
+export function fileStatus(fd: number, name: string): FileStatus {
+  const buffer = new Uint8Array(STATX_SIZE);
+  const { fn } = libc();
+  if (fn.statx(fd, EMPTY_PATH, AT_EMPTY_PATH, STATX_BASIC_STATS, buffer) !== 0) {
+    throw refusal(name, libc().errno(), "statx");
+  }
+  const view = new DataView(buffer.buffer);
+  return {
+    identity: {
+      major: view.getUint32(136, true),
+      minor: view.getUint32(140, true),
+      inode: Number(view.getBigUint64(32, true)),
+    },
+    mode: view.getUint16(28, true),
+    size: Number(view.getBigUint64(40, true)),
+  };
+}
+
+/** Whether a status is of a folder. */
+export function isDirectoryStatus(status: FileStatus): boolean {
+  return (status.mode & S_IFMT) === S_IFDIR;
+}
+
+const EMPTY_PATH = cString("");
+
+/**
+ * Opens `path` with O_PATH (no open side effects, never blocks) from the host's root or inside
+ * `root`; returns the descriptor. Shared with {@linkcode RootDirectory}.
+ */
+export function openPathDescriptor(path: string, root: ResolutionRoot | undefined, extraFlags = 0): number {
+  const { fn } = libc();
+  const flags = O_PATH | O_CLOEXEC | extraFlags;
+  if (root !== undefined) {
+    const how = new BigUint64Array([BigInt(flags), 0n, BigInt(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)]);
+    const fd = Number(
+      fn.openat2(
+        BigInt(SYS_OPENAT2),
+        BigInt(root.fd),
+        cString(path),
+        new Uint8Array(how.buffer),
+        BigInt(OPEN_HOW_SIZE),
+      ),
+    );
+    if (fd >= 0) return fd;
+    const errno = libc().errno();
+    // A seccomp filter (some container runtimes) may hide openat2: resolve from the root's path then.
+    // Links inside then resolve against the host's root, which the caller's identity check catches.
+    if (errno !== ENOSYS) throw refusal(`${root.path}${path}`, errno, "open");
+  }
+  const full = root === undefined ? path : `${root.path}${path}`;
+  const fd = fn.open(cString(full), flags);
+  if (fd < 0) throw refusal(full, libc().errno(), "open");
+  return fd;
+}
+
+/** An open regular file, read by position. Owns its descriptor. */
+export class RegularFile implements Disposable {
+  /** The path it was opened by, for messages. */
+  readonly name: string;
+  readonly identity: FileIdentity;
+  /** Length in bytes when it was opened. */
+  readonly size: number;
+  #fd: number;
+
+  private constructor(fd: number, name: string, status: FileStatus) {
+    this.#fd = fd;
+    this.name = name;
+    this.identity = status.identity;
+    this.size = status.size;
+  }
+
+  /**
+   * Opens the regular file at `path` for reading, checked as the module describes.
+   *
+   * @throws {FileRefusedError} when the path is missing or unreadable, is not a regular file, or is not
+   * the file `options.expect` names.
+   */
+  static open(path: string, options: OpenOptions = {}): RegularFile {
+    const name = options.root === undefined ? path : `${options.root.path}${path}`;
+    const pathFd = openPathDescriptor(path, options.root);
+    let fd = -1;
+    try {
+      checkRegular(fileStatus(pathFd, name), name, options.expect);
+      fd = reopen(pathFd, name);
+    } finally {
+      libc().fn.close(pathFd);
+    }
+    try {
+      const status = fileStatus(fd, name);
+      // The same inode as checked (the descriptor pinned it); checked again because it is free.
+      checkRegular(status, name, options.expect);
+      return new RegularFile(fd, name, status);
+    } catch (error) {
+      libc().fn.close(fd);
+      throw error;
+    }
+  }
+
+  /**
+   * Takes ownership of an open descriptor (e.g. a memfd this process wrote) after checking it is a
+   * regular file; closes it and throws otherwise.
+   */
+  static adopt(fd: number, name: string): RegularFile {
+    try {
+      const status = fileStatus(fd, name);
+      checkRegular(status, name, undefined);
+      return new RegularFile(fd, name, status);
+    } catch (error) {
+      libc().fn.close(fd);
+      throw error;
+    }
+  }
+
+  /** Whether the file is closed. */
+  get closed(): boolean {
+    return this.#fd < 0;
+  }
+
+  /**
+   * Returns the `length` bytes at `offset`. The caller bounds `length` (it is allocated at once).
+   *
+   * @throws {RangeError} when the file ends before (it shrank since it was opened).
+   */
+  read(offset: number, length: number): Uint8Array<ArrayBuffer> {
+    const out = new Uint8Array(length);
+    let filled = 0;
+    // Each iteration reads at least one byte or leaves the loop, so it ends.
+    while (filled < length) {
+      const count = this.readInto(offset + filled, out.subarray(filled));
+      if (count === 0) throw new RangeError(`${this.name} ended at ${offset + filled} (it shrank?)`);
+      filled += count;
+    }
+    return out;
+  }
+
+  /**
+   * Reads what one pread gives at `offset` into `buffer` (up to its length, at most 1 GiB); returns the
+   * count, 0 at the end of the file. For streaming through a file in windows of a fixed buffer.
+   */
+  readInto(offset: number, buffer: Uint8Array): number {
+    if (this.#fd < 0) throw new Error(`Cannot read ${this.name}: the file is closed`);
+    const { fn } = libc();
+    const target = buffer.length > MAX_READ_CHUNK ? buffer.subarray(0, MAX_READ_CHUNK) : buffer;
+    for (;;) {
+      const count = Number(fn.pread(this.#fd, target, BigInt(target.length), BigInt(offset)));
+      if (count >= 0) return count;
+      const errno = libc().errno();
+      if (errno !== EINTR) throw new Error(`Cannot read ${this.name} at ${offset}: ${strerror(errno)}`);
+    }
+  }
+
+  /** A second handle of the same open file, closed independently of this one. */
+  duplicate(): RegularFile {
+    if (this.#fd < 0) throw new Error(`Cannot duplicate ${this.name}: the file is closed`);
+    const fd = libc().fn.fcntl(this.#fd, F_DUPFD_CLOEXEC, 0n);
+    if (fd < 0) throw new Error(`Cannot duplicate ${this.name}: ${strerror(libc().errno())}`);
+    return new RegularFile(fd, this.name, { identity: this.identity, mode: S_IFREG, size: this.size });
+  }
+
+  /** Closes the descriptor. Idempotent; reads after it throw. */
+  close(): void {
+    if (this.#fd < 0) return;
+    libc().fn.close(this.#fd);
+    this.#fd = -1;
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+function checkRegular(status: FileStatus, name: string, expect: FileIdentity | undefined): void {
+  const type = status.mode & S_IFMT;
+  if (type !== S_IFREG) {
+    throw new FileRefusedError(name, "not-regular", `it is ${TYPE_NAMES[type] ?? "not a regular file"}`);
+  }
+  if (expect !== undefined && !sameIdentity(status.identity, expect)) {
+    throw new FileRefusedError(
+      name,
+      "replaced",
+      `it is file ${formatIdentity(status.identity)}, not the expected ${formatIdentity(expect)}`,
+    );
+  }
+}
+
+/** Opens the file an O_PATH descriptor names, for reading. */
+function reopen(pathFd: number, name: string): number {
+  const fd = libc().fn.open(cString(`/proc/self/fd/${pathFd}`), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw refusal(name, libc().errno(), "open");
+  return fd;
+}
+
+function refusal(path: string, errno: number, call: string): FileRefusedError {
+  const reason: FileRefusal = errno === ENOENT || errno === ESRCH
+    ? "missing"
+    : errno === EACCES || errno === EPERM
+    ? "denied"
+    : "failed";
+  return new FileRefusedError(path, reason, `${call}: ${strerror(errno)} (errno ${errno})`);
+}

@@ -13,8 +13,12 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
-import { asPid, type Pid } from "../types.ts";
+import type { Pid } from "../types.ts";
 import { STDOUT_PATH } from "../record/output_file.ts";
+import { parseFrequency, parsePid, parseSeconds } from "./numbers.ts";
+import { UsageError } from "./usage_error.ts";
+
+export { UsageError };
 
 /** Output formats `record` writes. */
 export type OutputFormat = "pprof" | "folded" | "html" | "speedscope";
@@ -58,14 +62,6 @@ Options:
   -h, --help               show this help
 `;
 
-/** A command line mistake; the message is for the user. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
-}
-
 /** Infers the format from a file name, or null when the extension says nothing. */
 export function formatFromPath(path: string): OutputFormat | null {
   if (/\.pb(\.gz)?$/.test(path) || /\.pprof$/.test(path)) return "pprof";
@@ -102,19 +98,9 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   const values = parsed.values;
   if (values.help) throw new UsageError("");
 
-  const durationSeconds = values.duration === undefined ? null : positiveNumber(values.duration, "-d");
-  const frequencyHz = values.frequency === undefined ? 99 : positiveNumber(values.frequency, "-F");
-  if (!Number.isInteger(frequencyHz) || frequencyHz > 20000) {
-    throw new UsageError(`-F ${values.frequency}: the frequency must be a whole number from 1 to 20000 Hz`);
-  }
-  const pids = (values.pid ?? []).map((text) => {
-    const value = Number(text);
-    try {
-      return asPid(value);
-    } catch {
-      throw new UsageError(`-p ${text}: not a process id`);
-    }
-  });
+  const durationSeconds = values.duration === undefined ? null : parseSeconds(values.duration, "-d");
+  const frequencyHz = values.frequency === undefined ? 99 : parseFrequency(values.frequency, "-F");
+  const pids = (values.pid ?? []).map((text) => parsePid(text, "-p"));
   const demo = values.demo ?? false;
   if (command.length > 0 && command[0] === "") throw new UsageError("-- must be followed by a command");
   if (separator >= 0 && command.length === 0) throw new UsageError("-- must be followed by a command");
@@ -150,12 +136,4 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     idle: values.idle ?? false,
     statsPath: values.stats ?? null,
   };
-}
-
-function positiveNumber(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new UsageError(`${flag} ${text}: expected a positive number`);
-  }
-  return value;
 }

@@ -14,9 +14,10 @@ import { currentCapabilities, missingTracingCapabilities } from "../sys/capabili
 import { FullScreen } from "../terminal/full_screen.ts";
 import { renderTopFrame, type TopHeader } from "../terminal/top_screen.ts";
 import { TopWindow } from "../terminal/top_window.ts";
-import { asPid, type Pid } from "../types.ts";
+import type { Pid } from "../types.ts";
 import { parseOptions } from "./options.ts";
-import { UsageError } from "./record_args.ts";
+import { MAX_COUNT, parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
+import { UsageError } from "./usage_error.ts";
 import { CommandError } from "./record_command.ts";
 import { processRunning } from "../process/liveness.ts";
 
@@ -72,35 +73,16 @@ export function parseTopArgs(argv: string[]): TopArgs {
   }
   const values = parsed.values;
   if (values.help) throw new UsageError("");
-  const pids = (values.pid ?? []).map((text) => {
-    try {
-      return asPid(Number(text));
-    } catch {
-      throw new UsageError(`-p ${text}: not a process id`);
-    }
-  });
-  const frequencyHz = values.frequency === undefined ? 99 : wholeNumber(values.frequency, "-F");
-  if (frequencyHz > 20000) throw new UsageError(`-F ${values.frequency}: at most 20000 Hz`);
-  const intervalSeconds = values.interval === undefined ? 1 : Number(values.interval);
-  if (!Number.isFinite(intervalSeconds) || intervalSeconds < 0.1) {
-    throw new UsageError(`-i ${values.interval}: the interval must be at least 0.1 s`);
-  }
+  const pids = (values.pid ?? []).map((text) => parsePid(text, "-p"));
+  const count = { min: 1, max: MAX_COUNT };
   return {
     pids,
-    frequencyHz,
-    rows: values.rows === undefined ? null : wholeNumber(values.rows, "-n"),
-    intervalSeconds,
-    count: values.count === undefined ? null : wholeNumber(values.count, "-c"),
+    frequencyHz: values.frequency === undefined ? 99 : parseFrequency(values.frequency, "-F"),
+    rows: values.rows === undefined ? null : parseWholeNumber(values.rows, "-n", count),
+    intervalSeconds: values.interval === undefined ? 1 : parseSeconds(values.interval, "-i", 0.1),
+    count: values.count === undefined ? null : parseWholeNumber(values.count, "-c", count),
     idle: values.idle ?? false,
   };
-}
-
-function wholeNumber(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    throw new UsageError(`${flag} ${text}: expected a whole number >= 1`);
-  }
-  return value;
 }
 
 /** Checks that need no BPF: fail before the screen is taken. */

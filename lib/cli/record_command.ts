@@ -11,7 +11,8 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
 import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
-import { processRunning } from "../process/liveness.ts";
+import { runningProcess } from "../process/liveness.ts";
+import type { ProcessKey } from "../process/process_key.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
@@ -24,8 +25,11 @@ export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
 
-/** Checks that need no BPF: fail before anything starts. */
-export function preflight(args: RecordArgs): void {
+/**
+ * Checks that need no BPF: fail before anything starts. Returns the processes `-p` names, each with its
+ * start time, so that a PID taken over by another process later is not mistaken for it.
+ */
+export function preflight(args: RecordArgs): ProcessKey[] {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -33,12 +37,15 @@ export function preflight(args: RecordArgs): void {
         `events: run it as root, e.g. sudo omniprof record`,
     );
   }
-  for (const pid of args.pids) {
-    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
-  }
+  const processes = args.pids.map((pid) => {
+    const process = runningProcess(pid);
+    if (process === null) throw new CommandError(`No process with PID ${pid}`);
+    return process;
+  });
   checkWritable(args.output);
   if (args.statsPath !== null) checkWritable(args.statsPath);
   libbpf();
+  return processes;
 }
 
 /** Where the shell would find `name`, or undefined. */
@@ -110,7 +117,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  const processes = preflight(args);
 
   const status = new StatusLine();
   // Loaded only when used, like the output formats below: every module costs start-up time.
@@ -149,7 +156,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
   const result = await recordSession({
     frequencyHz: args.frequencyHz,
     durationSeconds: args.durationSeconds,
-    pids: args.pids,
+    processes,
     spawn,
     executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
     sampleIdle: args.idle,

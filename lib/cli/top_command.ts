@@ -19,7 +19,8 @@ import { parseOptions } from "./options.ts";
 import { MAX_COUNT, parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
 import { UsageError } from "./usage_error.ts";
 import { CommandError } from "./record_command.ts";
-import { processRunning } from "../process/liveness.ts";
+import { processRunning, runningProcess } from "../process/liveness.ts";
+import type { ProcessKey } from "../process/process_key.ts";
 
 /** q, Q, Ctrl-C (a byte, not a signal, in raw mode) and Ctrl-D. */
 const QUIT_KEYS = new Set(["q", "Q", "\x03", "\x04"]);
@@ -85,8 +86,8 @@ export function parseTopArgs(argv: string[]): TopArgs {
   };
 }
 
-/** Checks that need no BPF: fail before the screen is taken. */
-function preflight(args: TopArgs): void {
+/** Checks that need no BPF: fail before the screen is taken. Returns the processes `-p` names. */
+function preflight(args: TopArgs): ProcessKey[] {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -94,10 +95,13 @@ function preflight(args: TopArgs): void {
         `events: run it as root, e.g. sudo omniprof top`,
     );
   }
-  for (const pid of args.pids) {
-    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
-  }
+  const processes = args.pids.map((pid) => {
+    const process = runningProcess(pid);
+    if (process === null) throw new CommandError(`No process with PID ${pid}`);
+    return process;
+  });
   libbpf();
+  return processes;
 }
 
 /** Runs `top` with its arguments; returns the exit code. */
@@ -113,7 +117,7 @@ export async function topCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  const processes = preflight(args);
   const live = Deno.stdout.isTerminal();
   // The screen is taken before sampling starts (which takes a moment) so that the user sees it start;
   // everything after this point runs under the finally that gives it back.
@@ -197,7 +201,8 @@ export async function topCommand(argv: string[]): Promise<number> {
       header.samplesPerSecond = elapsed > 0 ? samples / elapsed : 0;
       header.processes = pids.size;
       header.lost = progress.lost;
-      const gone = args.pids.filter((pid) => !processRunning(pid));
+      // By start time too: the PID of one that exited may be another process's by now.
+      const gone = processes.filter((process) => !processRunning(process)).map((process) => process.pid);
       header.note = gone.length > 0
         ? `PID ${gone.join(", ")} exited`
         : window.samples === 0

@@ -4,7 +4,9 @@
  *
  * A process is read on first sight (its first trace or exec event) and re-read when it execs or when a
  * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). On
- * exit its mappings are dropped. Files are identified once per (device, inode) and kept open, so a
+ * exit its mappings are dropped. BPF names processes by PID alone, so each read also notes the process's
+ * start time: a PID found held by another process (its exit event was lost) has the old process's state
+ * dropped, and the listener told of its exit, before the new one is installed. Files are identified once per (device, inode) and kept open, so a
  * binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
  *
  * @example
@@ -21,6 +23,7 @@ import { cString, libc, O_CLOEXEC, O_RDONLY, raiseOpenFileLimit } from "../sys/l
 import type { Address, FileId, Pid } from "../types.ts";
 import { fileIdOf } from "./file_id.ts";
 import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
+import { type ProcessKey, readProcessKey, sameProcess, type StartTicks } from "./process_key.ts";
 
 const logger = getLogger(["omniprof", "process"]);
 
@@ -49,6 +52,8 @@ export interface ResolvedAddress {
 }
 
 interface ProcessState {
+  /** Start time of the process read, or null when not read yet (a forked child) or unreadable. */
+  startTicks: StartTicks | null;
   mappings: ResolvedMapping[];
   /** performance.now() of the last read of /proc/PID/maps. */
   syncedAt: number;
@@ -87,7 +92,7 @@ export class ProcessManager {
   #files = new Map<string, MappedFile>();
   #pinnedFds: number[] = [];
   /** Counters reported with the session's metrics. */
-  readonly stats = { syncs: 0, syncFailures: 0, resyncs: 0, unresolved: 0 };
+  readonly stats = { syncs: 0, syncFailures: 0, resyncs: 0, unresolved: 0, reusedPids: 0 };
 
   constructor(options: ProcessManagerOptions = {}) {
     this.#procRoot = options.procRoot ?? "/proc";
@@ -119,12 +124,15 @@ export class ProcessManager {
    * A parent not read yet is read now, once, rather than each of its children (a shell loop forks many).
    */
   onFork(parent: Pid, child: Pid): void {
+    // A new process cannot have a PID that a live one holds: the last holder exited unseen.
+    if (this.#processes.has(child)) this.#forgetReused(child);
     const state = this.#processes.get(parent) ?? this.#sync(parent);
     if (state.gone) {
       this.#sync(child);
       return;
     }
     this.#processes.set(child, {
+      startTicks: null,
       mappings: state.mappings,
       syncedAt: state.syncedAt,
       gone: false,
@@ -234,27 +242,59 @@ export class ProcessManager {
 
   #sync(pid: Pid): ProcessState {
     this.stats.syncs++;
-    let mappings: ResolvedMapping[] = [];
-    let gone = false;
-    try {
-      const text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
-      mappings = parseProcMaps(text).map((mapping) => ({ ...mapping, file: this.#fileOf(pid, mapping) }));
-    } catch (error) {
-      // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
-      gone = true;
-      this.stats.syncFailures++;
-      if (!(error instanceof Deno.errors.NotFound)) {
-        logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
-      }
+    const { key, text } = this.#readMaps(pid);
+    const gone = text === null;
+    if (gone) this.stats.syncFailures++;
+    let previous = this.#processes.get(pid);
+    if (
+      previous !== undefined && previous.startTicks !== null && key !== null &&
+      previous.startTicks !== key.startTicks
+    ) {
+      this.#forgetReused(pid);
+      previous = undefined;
     }
-    const previous = this.#processes.get(pid);
+    const mappings = text === null
+      ? []
+      : parseProcMaps(text).map((mapping) => ({ ...mapping, file: this.#fileOf(pid, mapping) }));
     // Keep what we knew if a re-read failed: the process is exiting, its old mappings are still right.
     const state: ProcessState = gone && previous
       ? { ...previous, gone: true }
-      : { mappings, syncedAt: performance.now(), gone };
+      : { startTicks: key?.startTicks ?? null, mappings, syncedAt: performance.now(), gone };
     this.#processes.set(pid, state);
     if (!gone) this.#listener?.onMappings(pid, state.mappings);
     return state;
+  }
+
+  /**
+   * The maps of the process holding `pid` and its key (null when procfs has no stat for it), or null
+   * text when it has exited. The start time is read before and after: the same both times says whose
+   * maps they are (a PID that changed hands in between is read again).
+   */
+  #readMaps(pid: Pid): { key: ProcessKey | null; text: string | null } {
+    for (let attempt = 0;; attempt++) {
+      const before = readProcessKey(pid, this.#procRoot);
+      let text: string;
+      try {
+        text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
+      } catch (error) {
+        // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
+        if (!(error instanceof Deno.errors.NotFound)) {
+          logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
+        }
+        return { key: before, text: null };
+      }
+      if (before === null) return { key: null, text };
+      const after = readProcessKey(pid, this.#procRoot);
+      if (sameProcess(before, after)) return { key: after, text };
+      if (attempt > 0) return { key: after, text: null };
+    }
+  }
+
+  /** The process that held `pid` is gone, though no exit was seen (events lost): drop what it left. */
+  #forgetReused(pid: Pid): void {
+    this.stats.reusedPids++;
+    logger.debug("PID {pid} now belongs to another process: forgetting the previous one", { pid });
+    this.onExit(pid);
   }
 
   #fileOf(pid: Pid, mapping: ProcMapping): MappedFile {

@@ -7,13 +7,14 @@
  * @example
  * ```ts ignore
  * import { recordSession } from "./session.ts";
- * const { profile } = await recordSession({ frequencyHz: 99, durationSeconds: 5, pids: [] });
+ * const { profile } = await recordSession({ frequencyHz: 99, durationSeconds: 5, processes: [] });
  * ```
  *
  * @module
  */
 import type { Profile } from "../profile/profile.ts";
 import type { ProcessManager } from "../process/process_manager.ts";
+import type { ProcessKey } from "../process/process_key.ts";
 import type { Pid } from "../types.ts";
 import { Recorder, type RecorderProgress } from "./recorder.ts";
 import { after, delay, every } from "../sys/timer.ts";
@@ -29,8 +30,11 @@ export interface SessionOptions {
   frequencyHz: number;
   /** null: until stopped (signal, command exit or `signal` below). */
   durationSeconds: number | null;
-  /** Only these processes (and their threads); the session ends once all of them have exited. */
-  pids: readonly Pid[];
+  /**
+   * Only these processes (and their threads); the session ends once all of them have exited. A PID that
+   * another process holds by the time sampling starts is not sampled.
+   */
+  processes: readonly ProcessKey[];
   /** Starts the workload to profile (with its children); called once sampling is on. */
   spawn?: () => Deno.ChildProcess;
   /** The workload's executable and libraries, if known: their tables are prepared before it starts. */
@@ -52,7 +56,7 @@ export interface SessionResult {
   failedRecords: number;
   /** Exit code of the spawned command, if any. */
   commandExitCode: number | null;
-  /** Why the session ended ("exited": every process in `pids` has exited). */
+  /** Why the session ended ("exited": every process in `processes` has exited). */
   stoppedBy: "duration" | "signal" | "command" | "exited" | "abort";
   /** ms from the start of tracer set-up to the first sample drained, or null if none came. */
   firstSampleMs: number | null;
@@ -68,11 +72,15 @@ export interface SessionResult {
 export async function recordSession(options: SessionOptions): Promise<SessionResult> {
   using recorder = Recorder.start({
     frequencyHz: options.frequencyHz,
-    pids: options.pids,
+    pids: options.processes.map((process) => process.pid),
     followChildrenOf: options.spawn ? [Deno.pid as Pid] : [],
     sampleIdle: options.sampleIdle,
     preloadPaths: options.executables ?? [],
   });
+  // A process that exited before its PID went into the filter may have left the PID to another.
+  for (const process of options.processes) {
+    if (!processRunning(process)) recorder.tracer.unfollowPid(process.pid);
+  }
 
   const { promise: stopped, resolve: stop } = Promise.withResolvers<SessionResult["stoppedBy"]>();
   const onSignal = () => stop("signal");
@@ -88,11 +96,13 @@ export async function recordSession(options: SessionOptions): Promise<SessionRes
     ? every(1000, () => options.onProgress!(recorder.progress()))
     : undefined;
   // As `perf record -p` does: nothing is left to sample once the named processes are gone.
-  const exitTimer = options.pids.length > 0
+  const allExited = () => !options.processes.some((process) => processRunning(process));
+  const exitTimer = options.processes.length > 0
     ? every(EXIT_CHECK_MS, () => {
-      if (!options.pids.some(processRunning)) stop("exited");
+      if (allExited()) stop("exited");
     })
     : undefined;
+  if (options.processes.length > 0 && allExited()) stop("exited");
 
   let child: Deno.ChildProcess | null = null;
   let commandExitCode: number | null = null;

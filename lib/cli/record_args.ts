@@ -47,8 +47,17 @@ export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS.
 
 Samples stacks (kernel + user) on every CPU and writes a profile.
 
+With -- COMMAND, starts COMMAND and records it and every process it starts. COMMAND runs in a session
+of its own (it keeps the terminal as input and output, but cannot open /dev/tty): Ctrl-C, SIGTERM and
+SIGHUP sent to omniprof are passed on to it. When COMMAND exits, -d ends or omniprof is stopped, whatever
+of it still runs gets SIGTERM (or the signal omniprof got), then SIGKILL 2 s later; the profile is then
+written, and omniprof exits with COMMAND's status if COMMAND failed (128+N when signal N ended it).
+After Ctrl-C, another Ctrl-C kills COMMAND at once; one while symbolizing writes the profile with
+addresses for the names not found yet.
+
 Options:
-  -d, --duration SECONDS   stop after SECONDS (default: until Ctrl-C, or until COMMAND exits)
+  -d, --duration SECONDS   stop after SECONDS, and stop COMMAND then (default: until Ctrl-C, or until
+                           COMMAND exits; at most 2147483)
   -F, --frequency HZ       samples per second per CPU (default 99)
   -p, --pid PID            only this process and its threads (repeatable); stops when all have exited
   -o, --output FILE        where to write (default profile.pb.gz; - for standard output, as folded

@@ -167,7 +167,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       onPhase: (phase) =>
         status.update(
           phase === "stopping"
-            ? `stopping the command: SIGTERM, SIGKILL after ${STOP_GRACE_MS / 1000} s (Ctrl-C: now)`
+            ? `stopping the command (SIGKILL in ${STOP_GRACE_MS / 1000} s; Ctrl-C: now)`
             : "symbolizing (Ctrl-C: write the profile with addresses for the names not found yet)",
         ),
     });

@@ -148,6 +148,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
     }
     const stoppedBy = await stopped;
     const stopSignal = stoppedBy === "signal" ? interrupts.last : null;
+    progressTimer?.[Symbol.dispose]();
     recorder.stop();
     if (command) {
       options.onPhase?.("stopping");

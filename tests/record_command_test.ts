@@ -278,3 +278,35 @@ Deno.test(
     },
   ),
 );
+
+Deno.test(
+  tracingTest("record whose standard error has gone away still records and writes the profile", async () => {
+    // What a closed terminal (SIGHUP, then EIO on every write) or a closed pipe does to the messages.
+    const dir = tempDir();
+    try {
+      const child = new Deno.Command(Deno.execPath(), {
+        args: omniprofArgs([
+          "record",
+          "-o",
+          `${dir}/profile.folded`,
+          "--",
+          "sh",
+          "-c",
+          "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+        ]),
+        cwd: REPO_ROOT,
+        env: DENO_RUN_ENV,
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      await child.stderr.cancel();
+      const status = await child.status;
+      assert.equal(status.code, 0);
+      assert.ok(
+        parseFolded(Deno.readTextFileSync(`${dir}/profile.folded`)).some((stack) => stack.comm === "sh"),
+      );
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);

@@ -216,13 +216,16 @@ export async function recordCommand(argv: string[]): Promise<number> {
   if (!result.symbolized) {
     status.note("symbolizing was interrupted: the frames not named by then are written as addresses");
   }
-  if (result.commandStatus !== null && !result.commandStatus.success) {
-    const ended = result.commandStatus.signal === null
-      ? `exited with code ${result.commandStatus.code}`
-      : `was ended by ${result.commandStatus.signal}`;
+  const code = exitCode(result);
+  if (code !== 0) {
+    const ended = result.commandStatus!.signal === null
+      ? `exited with code ${code}`
+      : `was ended by ${result.commandStatus!.signal}`;
     status.note(`the command ${ended}`);
+  } else if (!args.demo && result.stoppedBy === "duration" && result.commandStatus?.success === false) {
+    status.note(`the command was still running after ${args.durationSeconds} s: stopped`);
   }
-  return exitCode(result);
+  return code;
 }
 
 /**

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { processRunning, runningProcess } from "./liveness.ts";
 import type { Pid } from "../types.ts";
 import type { StartTicks } from "./process_key.ts";
-import { canChoosePids, spawnWithPid } from "../testing/processes.ts";
+import { pidChoice, spawnWithPid } from "../testing/processes.ts";
+import { requiring } from "../testing/requirements.ts";
 
 Deno.test("processRunning(): this process runs; an exited child, reaped or not, does not", async () => {
   const self = runningProcess(Deno.pid as Pid);
@@ -43,14 +44,8 @@ Deno.test("processRunning() is false for a PID that another process holds now (s
   }
 });
 
-const canReusePids = canChoosePids();
-if (!canReusePids) {
-  console.log("SKIP real PID reuse: /proc/sys/kernel/ns_last_pid is not writable (needs root)");
-}
-
-Deno.test({
+Deno.test(requiring([pidChoice()], {
   name: "processRunning() is false for a PID really reused by another process",
-  ignore: !canReusePids,
   fn: async () => {
     const first = new Deno.Command("sleep", { args: ["30"] }).spawn();
     const key = runningProcess(first.pid as Pid)!;
@@ -69,4 +64,4 @@ Deno.test({
       await second.status;
     }
   },
-});
+}));

@@ -6,8 +6,11 @@ import type { KernelSymbolLookup } from "../symbolize/kallsyms.ts";
 import type { Pid, Tid } from "../types.ts";
 import { FrameMarker } from "../../support/types.ts";
 import { run } from "../testing/commands.ts";
+import { programs, requiring } from "../testing/requirements.ts";
 
-const LIBC = "/lib/x86_64-linux-gnu/libc.so.6";
+/** The C library this process runs with (Deno maps it). */
+const LIBC = Deno.readTextFileSync("/proc/self/maps").split("\n").map((line) => line.split(/\s+/)[5] ?? "")
+  .find((path) => /\/libc\.so\.6$/.test(path))!;
 const libc: MappedFile = { key: "libc", kind: "file", path: LIBC, fileId: null, openPath: LIBC };
 const INFO = { startTimeNs: 0, durationNs: 1e9, periodNs: 1e7 };
 
@@ -32,49 +35,56 @@ function libcFrame(address: number): StackFrame {
   return { kind: FrameMarker.Native, returnAddress: false, addressKind: "vaddr", address, file: libc };
 }
 
-Deno.test("buildProfileInterruptibly() names what it reached before the interrupt, and keeps addresses after it", async () => {
-  const qsort = libcFunction("qsort");
-  const getpid = libcFunction("getpid");
-  const controller = new AbortController();
-  // The first kernel name asked for stands for a Ctrl-C in the middle of symbolizing.
-  const kernel: KernelSymbolLookup = {
-    lookup(address) {
-      controller.abort("SIGINT");
-      return { name: `kernel_function_${address.toString(16)}`, module: null, offset: 0 };
-    },
-  };
-  const stacks = [
-    stack([kernelFrame(0x81000000), libcFrame(qsort)]),
-    stack([kernelFrame(0x81000100), libcFrame(getpid)]),
-  ];
-  const { profile, complete } = await buildProfileInterruptibly(
-    stacks,
-    INFO,
-    { kernel },
-    controller.signal,
-    0,
-  );
-  assert.equal(complete, false);
-  const names = profile.samples.map((sample) =>
-    sample.locations.map((i) => profile.locations[i]!.functionName)
-  );
-  assert.deepEqual(names[0], ["kernel_function_81000000", "qsort"], "named before the interrupt");
-  assert.deepEqual(names[1], ["[kernel+0xffffffff81000100]", `[libc.so.6+0x${getpid.toString(16)}]`]);
-  const kept = profile.locations[profile.samples[1]!.locations[1]!]!;
-  assert.equal(kept.address, getpid, "the address stays, for a later look-up");
-  assert.equal(profile.mappings[kept.mapping]!.fileName, LIBC);
-});
+Deno.test(requiring([programs("nm")], {
+  name:
+    "buildProfileInterruptibly() names what it reached before the interrupt, and keeps addresses after it",
+  fn: async () => {
+    const qsort = libcFunction("qsort");
+    const getpid = libcFunction("getpid");
+    const controller = new AbortController();
+    // The first kernel name asked for stands for a Ctrl-C in the middle of symbolizing.
+    const kernel: KernelSymbolLookup = {
+      lookup(address) {
+        controller.abort("SIGINT");
+        return { name: `kernel_function_${address.toString(16)}`, module: null, offset: 0 };
+      },
+    };
+    const stacks = [
+      stack([kernelFrame(0x81000000), libcFrame(qsort)]),
+      stack([kernelFrame(0x81000100), libcFrame(getpid)]),
+    ];
+    const { profile, complete } = await buildProfileInterruptibly(
+      stacks,
+      INFO,
+      { kernel },
+      controller.signal,
+      0,
+    );
+    assert.equal(complete, false);
+    const names = profile.samples.map((sample) =>
+      sample.locations.map((i) => profile.locations[i]!.functionName)
+    );
+    assert.deepEqual(names[0], ["kernel_function_81000000", "qsort"], "named before the interrupt");
+    assert.deepEqual(names[1], ["[kernel+0xffffffff81000100]", `[libc.so.6+0x${getpid.toString(16)}]`]);
+    const kept = profile.locations[profile.samples[1]!.locations[1]!]!;
+    assert.equal(kept.address, getpid, "the address stays, for a later look-up");
+    assert.equal(profile.mappings[kept.mapping]!.fileName, LIBC);
+  },
+}));
 
-Deno.test("buildProfileInterruptibly() without an interrupt names everything, as buildProfile() does", async () => {
-  const stacks = [stack([libcFrame(libcFunction("qsort"))]), stack([libcFrame(libcFunction("getpid"))])];
-  const { profile, complete } = await buildProfileInterruptibly(
-    stacks,
-    INFO,
-    { kernel: null },
-    new AbortController().signal,
-    0,
-  );
-  assert.equal(complete, true);
-  assert.deepEqual(profile, buildProfile(stacks, INFO, { kernel: null }));
-  assert.deepEqual(profile.locations.map((l) => l.functionName), ["qsort", "getpid"]);
-});
+Deno.test(requiring([programs("nm")], {
+  name: "buildProfileInterruptibly() without an interrupt names everything, as buildProfile() does",
+  fn: async () => {
+    const stacks = [stack([libcFrame(libcFunction("qsort"))]), stack([libcFrame(libcFunction("getpid"))])];
+    const { profile, complete } = await buildProfileInterruptibly(
+      stacks,
+      INFO,
+      { kernel: null },
+      new AbortController().signal,
+      0,
+    );
+    assert.equal(complete, true);
+    assert.deepEqual(profile, buildProfile(stacks, INFO, { kernel: null }));
+    assert.deepEqual(profile.locations.map((l) => l.functionName), ["qsort", "getpid"]);
+  },
+}));

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { optional, type Requirement } from "./requirements.ts";
 
 /** A process as a test saw it. */
 export interface SeenProcess {
@@ -28,6 +29,21 @@ function readStat(pid: number): { state: string; start: string } | null {
 export function seeProcess(pid: number): SeenProcess | null {
   const stat = readStat(pid);
   return stat === null ? null : { pid, start: stat.start };
+}
+
+/** Clock ticks per second of /proc/PID/stat's times (`getconf CLK_TCK`; 100 on every Linux port here). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system) the process seen has used so far, in seconds; null once it is gone. */
+export function cpuSeconds(process: SeenProcess): number | null {
+  try {
+    const text = Deno.readTextFileSync(`/proc/${process.pid}/stat`);
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    if (fields[19] !== process.start) return null;
+    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+  } catch {
+    return null;
+  }
 }
 
 /** Whether the process seen still runs (not if it is a zombie, nor if another process has its PID). */
@@ -68,13 +84,17 @@ export function killLeftovers(processes: readonly SeenProcess[]): void {
   }
 }
 
-/** Whether this test may choose the next PID (/proc/sys/kernel/ns_last_pid, root only). */
-export function canChoosePids(): boolean {
+/**
+ * Choosing the next PID through /proc/sys/kernel/ns_last_pid: root, on a kernel built with
+ * CONFIG_CHECKPOINT_RESTORE (Debian's are). Root comes with the tests' own requirement (tracing); a kernel
+ * without the file lacks it for good, so the requirement is optional.
+ */
+export function pidChoice(): Requirement {
   try {
     Deno.openSync("/proc/sys/kernel/ns_last_pid", { write: true }).close();
-    return true;
-  } catch {
-    return false;
+    return optional(null);
+  } catch (error) {
+    return optional(`cannot choose the next PID: /proc/sys/kernel/ns_last_pid (${(error as Error).message})`);
   }
 }
 

@@ -22,7 +22,7 @@ import type { ProcessKey } from "../process/process_key.ts";
 import type { Pid } from "../types.ts";
 import { Recorder, type RecorderProgress } from "./recorder.ts";
 import { after, delay, every } from "../sys/timer.ts";
-import { InterruptedError, Interrupts, type StopSignal } from "../sys/interrupts.ts";
+import { InterruptedError, Interrupts } from "../sys/interrupts.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
@@ -77,8 +77,6 @@ export interface SessionResult {
   commandStatus: Deno.CommandStatus | null;
   /** Why the session ended ("exited": every process in `processes` has exited). */
   stoppedBy: "duration" | "signal" | "command" | "exited" | "abort";
-  /** The stop signal that ended the session, when one did. */
-  stopSignal: StopSignal | null;
   /** ms from the start of tracer set-up to the first sample drained, or null if none came. */
   firstSampleMs: number | null;
   /** CLOCK_MONOTONIC time of the first sample (ns), or null; comparable with other tools' clocks. */
@@ -173,7 +171,6 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
       failedRecords: recorder.failedRecords,
       commandStatus: command?.exitStatus ?? null,
       stoppedBy,
-      stopSignal,
       firstSampleMs: recorder.firstSampleMs,
       firstSampleKtimeNs: recorder.firstSampleKtimeNs,
       processStats: { ...recorder.processes.stats },

@@ -10,7 +10,10 @@
  *   controlling terminal: a program that opens /dev/tty (a password prompt) cannot. The terminal's Ctrl-C
  *   reaches omniprof only, which passes it on, so the command gets it once.
  * - omniprof becomes a child subreaper: a descendant that leaves the session (a daemon calling setsid())
- *   and loses its parent is adopted by omniprof instead of init, so it is still found.
+ *   and loses its parent is adopted by omniprof instead of init, so it is still found. Adopted processes
+ *   of its session that exit are reaped here (Deno only reaps the children it started), at most once a
+ *   second while the command runs: a command that orphans thousands of short-lived processes must not
+ *   fill the PID space with zombies.
  * - Its processes are found by reading /proc: everything in its session, and everything below omniprof
  *   (every child of omniprof counts as the command's: omniprof starts no other process while one runs).
  *   Signals go to its process group at once (kill(-pgid)), and to each process outside that group through
@@ -27,7 +30,7 @@
  */
 import { getLogger } from "../log/logger.ts";
 import { libc } from "../sys/libc.ts";
-import { delay } from "../sys/timer.ts";
+import { after, delay } from "../sys/timer.ts";
 import type { Pid } from "../types.ts";
 import { statFields } from "./proc_stat.ts";
 import { type ProcessKey, readProcessKey, type StartTicks } from "./process_key.ts";
@@ -47,6 +50,9 @@ const KILL_WAIT_MS = 1000;
 /** How often the processes left are looked for while waiting (each look reads /proc/PID/stat of all). */
 const POLL_MS = 100;
 const PR_SET_CHILD_SUBREAPER = 36;
+/** Adopted processes that exited are reaped at most this often (each time reads all of /proc). */
+const REAP_EVERY_MS = 1000;
+const WNOHANG = 1;
 
 /** Where the command's standard streams go (default: omniprof's own). */
 export interface CommandStdio {
@@ -72,6 +78,10 @@ export class CommandGroup {
   readonly status: Promise<Deno.CommandStatus>;
   #exited: Deno.CommandStatus | null = null;
   #procRoot: string;
+  /** Reaps adopted processes when one of omniprof's children exits, until the command is stopped. */
+  #onChildExit = () => this.#scheduleReaping();
+  #reaping: Disposable | null = null;
+  #lastReaped = 0;
 
   private constructor(leader: ProcessKey, status: Promise<Deno.CommandStatus>, procRoot: string) {
     this.leader = leader;
@@ -80,6 +90,7 @@ export class CommandGroup {
       this.#exited = ended;
       return ended;
     });
+    Deno.addSignalListener("SIGCHLD", this.#onChildExit);
   }
 
   /**
@@ -163,6 +174,36 @@ export class CommandGroup {
       members = this.#members();
     }
     await Promise.race([this.status, delay(KILL_WAIT_MS)]);
+    this.#members(); // reaps what the last signals left as zombies
+    Deno.removeSignalListener("SIGCHLD", this.#onChildExit);
+    this.#reaping?.[Symbol.dispose]();
+    this.#reaping = null;
+  }
+
+  #scheduleReaping(): void {
+    if (this.#reaping !== null) return;
+    this.#reaping = after(this.#lastReaped + REAP_EVERY_MS - performance.now(), () => {
+      this.#reaping = null;
+      this.#members();
+    });
+  }
+
+  /**
+   * Reaps the processes of the command's session that omniprof adopted and that have exited. Not the
+   * command's first process, nor any other child of omniprof: Deno collects their status itself, and
+   * would wait for ever for one reaped here. (A daemon that left the session is left as a zombie until
+   * omniprof exits; it is long-lived by nature, not one of a flood.)
+   */
+  #reap(all: readonly ProcessEntry[]): void {
+    this.#lastReaped = performance.now();
+    for (const entry of all) {
+      if (
+        entry.ppid === Deno.pid && entry.state === "Z" && entry.session === this.leader.pid &&
+        entry.key.pid !== this.leader.pid
+      ) {
+        libc().fn.waitpid(entry.key.pid, null, WNOHANG);
+      }
+    }
   }
 
   #send(members: readonly Member[], signal: ProcessSignal): void {
@@ -183,6 +224,7 @@ export class CommandGroup {
   /** The command's processes still running: its session's and everything below omniprof. */
   #members(): Member[] {
     const all = readProcessTable(this.#procRoot);
+    this.#reap(all);
     const children = new Map<number, ProcessEntry[]>();
     for (const entry of all) {
       const siblings = children.get(entry.ppid);

@@ -22,6 +22,7 @@ Deno.test("CommandGroup.start() runs the command as the leader of a session of i
   assert.equal(Number(fields[3]), command.leader.pid, "its own session");
   assert.equal(String(command.leader.startTicks), seen.start);
   assert.equal((await command.status).code, 0);
+  await command.stop();
 });
 
 Deno.test("CommandGroup.stop() ends a command that ignores SIGTERM, its child and its daemon", async () => {
@@ -109,6 +110,40 @@ Deno.test("CommandGroup.stop() kills at once when hurried", async () => {
     assert.ok(ms < STOP_GRACE_MS, `${ms} ms`);
   } finally {
     killLeftovers(processes);
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("CommandGroup reaps the processes omniprof adopted once they exit", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "omniprof-test-" });
+  // Each inner shell starts a short sleep and exits at once: the sleep is orphaned, adopted, and exits.
+  const command = CommandGroup.start("sh", [
+    "-c",
+    `for i in $(seq 40); do sh -c "sleep 0.05 &"; done; sleep 0.2; touch ${dir}/done; sleep 30`,
+  ]);
+  /** Exited sleeps of the command's session whose parent is this process: adopted, not reaped. */
+  const adoptedZombies = () =>
+    [...Deno.readDirSync("/proc")].filter((entry) => /^[0-9]+$/.test(entry.name)).filter((entry) => {
+      try {
+        const text = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+        const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+        return text.includes("(sleep)") && fields[0] === "Z" && Number(fields[1]) === Deno.pid &&
+          Number(fields[3]) === command.leader.pid;
+      } catch {
+        return false;
+      }
+    }).length;
+  try {
+    while ([...Deno.readDirSync(dir)].length === 0) await delay(50);
+    // Every sleep has exited by now; within a reaping period (1 s) and a margin, none is left a zombie.
+    let left = adoptedZombies();
+    for (let i = 0; i < 30 && left > 0; i++) {
+      await delay(100);
+      left = adoptedZombies();
+    }
+    assert.equal(left, 0, "exited orphans are not left as zombies");
+  } finally {
+    await command.stop();
     Deno.removeSync(dir, { recursive: true });
   }
 });

@@ -34,6 +34,7 @@ const symbols = {
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  waitpid: { parameters: ["i32", "pointer", "i32"], result: "i32" },
   // Variadic like syscall(), and safe for the same reason; PR_SET_CHILD_SUBREAPER takes one integer.
   prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
   // syscall() again, for calls whose arguments are all integers (pidfd_open, pidfd_send_signal).

@@ -126,16 +126,6 @@ export class CommandGroup {
   }
 
   /**
-   * Sends `signal` to every process of the command: to its process group at once, and to each process
-   * that left the group on its own. Returns how many processes there were.
-   */
-  signal(signal: ProcessSignal): number {
-    const members = this.#members();
-    this.#send(members, signal);
-    return members.length;
-  }
-
-  /**
    * Stops the command and everything it started: `first` (SIGTERM, or the signal omniprof was stopped
    * with), SIGCONT for any process that is stopped, then SIGKILL for whatever is left after `graceMs` or
    * as soon as `hurry` aborts; resolves once none is left (or after a last wait for processes that
@@ -173,7 +163,9 @@ export class CommandGroup {
       await delay(POLL_MS / 4);
       members = this.#members();
     }
-    await Promise.race([this.status, delay(KILL_WAIT_MS)]);
+    const settled = new AbortController();
+    await Promise.race([this.status, delay(KILL_WAIT_MS, settled.signal)]);
+    settled.abort();
     this.#members(); // reaps what the last signals left as zombies
     Deno.removeSignalListener("SIGCHLD", this.#onChildExit);
     this.#reaping?.[Symbol.dispose]();
@@ -206,6 +198,10 @@ export class CommandGroup {
     }
   }
 
+  /**
+   * Sends `signal` to the members: to the command's process group at once, and to each member that left
+   * the group on its own.
+   */
   #send(members: readonly Member[], signal: ProcessSignal): void {
     const group = this.leader.pid;
     // The group id stays reserved while a member holds it, so the group signalled is the command's.

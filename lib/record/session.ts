@@ -120,6 +120,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
   const stopRequested = interrupts.next(0);
   const onStopSignal = () => stop("signal");
   stopRequested.addEventListener("abort", onStopSignal);
+  if (stopRequested.aborted) stop("signal");
   const onAbort = () => stop("abort");
   options.signal?.addEventListener("abort", onAbort);
   if (options.signal?.aborted) stop("abort");

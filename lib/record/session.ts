@@ -106,7 +106,9 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
     sampleIdle: options.sampleIdle,
     preloadPaths: options.executables ?? [],
   });
-  // Setting up (loading BPF) is synchronous: a signal sent meanwhile shows once the event loop turns.
+  // Setting up (loading BPF) is synchronous: a signal sent meanwhile shows once the event loop turns,
+  // and one that came just before the end of it once the turn after has seen the signal's wake-up.
+  await delay(0);
   await delay(0);
   if (interrupts.last !== null) {
     throw new InterruptedError(interrupts.last, "before sampling started: nothing was recorded");

@@ -39,8 +39,9 @@ Deno.test(unprivilegedTest("record as an unprivileged user names the missing cap
 Deno.test(tracingTest("record -p with a PID that does not exist fails before sampling", async () => {
   const dir = tempDir();
   try {
-    let pid = 4_000_000;
-    while (Deno.statSync(`/proc`).isDirectory && existsPath(`/proc/${pid}`)) pid++;
+    // A PID the kernel could hand out (a larger one is refused as no PID at all) that no process has.
+    let pid = Number(Deno.readTextFileSync("/proc/sys/kernel/pid_max").trim()) - 1;
+    while (existsPath(`/proc/${pid}`)) pid--;
     const result = await runCli(["record", "-p", String(pid), "-d", "1", "-o", `${dir}/out.pb.gz`]);
     assert.equal(result.code, 1);
     assert.match(result.stderr, new RegExp(`No process with PID ${pid}`));
@@ -114,7 +115,18 @@ Deno.test("record without libbpf names the package to install", async () => {
 });
 
 Deno.test("record rejects bad arguments with usage", async () => {
-  for (const args of [["-F", "0"], ["-d", "soon"], ["-o", "out.xyz"], ["-p", "1", "--", "true"], ["--"]]) {
+  const bad = [
+    ["-F", "0"],
+    ["-d", "soon"],
+    ["-o", "out.xyz"],
+    ["-p", "1", "--", "true"],
+    ["--"],
+    // Number() reads these as PID 16, 1000 s and 2^32 ms (which a timer fires at once).
+    ["-p", "0x10"],
+    ["-d", "1e3"],
+    ["-d", "4294967.296"],
+  ];
+  for (const args of bad) {
     const result = await runCli(["record", ...args]);
     assert.equal(result.code, 2, args.join(" "));
     assert.match(result.stderr, /Usage: omniprof record/);

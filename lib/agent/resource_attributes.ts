@@ -23,7 +23,8 @@ import type { OtlpAttributes, OtlpValue } from "../output/otlp.ts";
 import type { Profile } from "../profile/profile.ts";
 import { processNames } from "../profile/process_names.ts";
 import { readContainerId } from "./container_id.ts";
-import { statFields } from "../process/proc_stat.ts";
+import { readProcessKey } from "../process/process_key.ts";
+import type { Pid } from "../types.ts";
 
 /** What was read about one process. */
 export interface ProcessInfo {
@@ -72,7 +73,7 @@ export class ResourceAttributes {
     const next = new Map<number, ProcessInfo>();
     for (const [pid, comm] of names) {
       const known = this.#processes.get(pid);
-      const startTicks = readStartTicks(this.#procRoot, pid);
+      const startTicks = readProcessKey(pid as Pid, this.#procRoot)?.startTicks ?? -1;
       if (known && (startTicks === -1 || startTicks === known.startTicks)) {
         next.set(pid, known);
         continue;
@@ -114,16 +115,4 @@ export class ResourceAttributes {
       containerId: readContainerId(pid, this.#procRoot),
     };
   }
-}
-
-/** Field 22 (starttime) of /proc/PID/stat, or -1 when the process is gone. */
-export function readStartTicks(procRoot: string, pid: number): number {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(`${procRoot}/${pid}/stat`);
-  } catch {
-    return -1;
-  }
-  const value = Number(statFields(text)?.[19]);
-  return Number.isSafeInteger(value) ? value : -1;
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Profile } from "../profile/profile.ts";
-import { readStartTicks, ResourceAttributes } from "./resource_attributes.ts";
+import { ResourceAttributes } from "./resource_attributes.ts";
 
 function profileOf(samples: Array<{ pid: number; tid: number; comm: string }>): Profile {
   return {
@@ -54,18 +54,4 @@ Deno.test("ResourceAttributes keeps what it read while the process lives, and fo
   assert.equal(resources.info(Deno.pid), first, "same start time: not read again");
   resources.update(profileOf([]));
   assert.equal(resources.info(Deno.pid), undefined);
-});
-
-Deno.test("readStartTicks() reads field 22 of /proc/PID/stat past a name with spaces and parentheses", () => {
-  const dir = Deno.makeTempDirSync();
-  try {
-    Deno.mkdirSync(`${dir}/42`);
-    const fields = Array.from({ length: 50 }, (_, i) => String(i + 3));
-    Deno.writeTextFileSync(`${dir}/42/stat`, `42 (we ird) (name) ${fields.join(" ")}\n`);
-    assert.equal(readStartTicks(dir, 42), 22);
-    assert.equal(readStartTicks(dir, 43), -1);
-    assert.ok(readStartTicks("/proc", Deno.pid) > 0);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
 });

@@ -27,7 +27,8 @@ import { currentCapabilities, missingTracingCapabilities } from "../sys/capabili
 import { parseOptions } from "./options.ts";
 import { join } from "node:path";
 import { CommandError } from "./record_command.ts";
-import { UsageError } from "./record_args.ts";
+import { UsageError } from "./usage_error.ts";
+import { MAX_COUNT, parseFrequency, parseSeconds, parseWholeNumber } from "./numbers.ts";
 import denoConfig from "../../deno.json" with { type: "json" };
 
 /** A validated `agent` invocation. */
@@ -130,18 +131,13 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
   if (protocol !== "http" && protocol !== "grpc") {
     throw new UsageError(`--protocol ${protocol}: use http or grpc`);
   }
-  const frequencyHz = values.frequency === undefined ? 20 : positiveNumber(values.frequency, "-F");
-  if (!Number.isInteger(frequencyHz) || frequencyHz > 20000) {
-    throw new UsageError(`-F ${values.frequency}: the frequency must be a whole number from 1 to 20000 Hz`);
-  }
-  const intervalSeconds = values.interval === undefined ? 60 : positiveNumber(values.interval, "--interval");
-  if (intervalSeconds < 0.1) throw new UsageError(`--interval ${values.interval}: at least 0.1 s`);
+  const frequencyHz = values.frequency === undefined ? 20 : parseFrequency(values.frequency, "-F");
+  const intervalSeconds = values.interval === undefined
+    ? 60
+    : parseSeconds(values.interval, "--interval", 0.1);
   const bufferLimit = values["buffer-limit"] === undefined
     ? 30
-    : positiveNumber(values["buffer-limit"], "--buffer-limit");
-  if (!Number.isInteger(bufferLimit)) {
-    throw new UsageError(`--buffer-limit ${values["buffer-limit"]}: a whole number of profiles`);
-  }
+    : parseWholeNumber(values["buffer-limit"], "--buffer-limit", { min: 1, max: MAX_COUNT });
   const headers: Record<string, string> = {};
   for (const header of values.header ?? []) {
     try {
@@ -164,8 +160,8 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
     bufferLimit,
     shutdownTimeoutSeconds: values["shutdown-timeout"] === undefined
       ? 10
-      : positiveNumber(values["shutdown-timeout"], "--shutdown-timeout"),
-    requestTimeoutSeconds: values.timeout === undefined ? 10 : positiveNumber(values.timeout, "--timeout"),
+      : parseSeconds(values["shutdown-timeout"], "--shutdown-timeout"),
+    requestTimeoutSeconds: values.timeout === undefined ? 10 : parseSeconds(values.timeout, "--timeout"),
     headers,
     headerFile: values["header-file"] ?? null,
     caFile,
@@ -222,14 +218,6 @@ export async function readCaFile(args: AgentArgs): Promise<string | null> {
     );
   }
   return text;
-}
-
-function positiveNumber(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new UsageError(`${flag} ${text}: expected a positive number`);
-  }
-  return value;
 }
 
 /** Checks that need no BPF: fail before anything starts. */

@@ -70,14 +70,17 @@ Deno.test("parseAgentArgs() refuses what it cannot honour, naming the option", (
     () => parseAgentArgs(["--pprof-dir", "d", "--protocol", "udp"]),
     /--protocol udp: use http or grpc/,
   );
-  assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "--interval", "0.01"]), /at least 0.1 s/);
+  assert.throws(
+    () => parseAgentArgs(["--pprof-dir", "d", "--interval", "0.01"]),
+    /--interval 0.01: expected seconds from 0.1 to/,
+  );
   assert.throws(
     () => parseAgentArgs(["--pprof-dir", "d", "--buffer-limit", "2.5"]),
-    /whole number of profiles/,
+    /--buffer-limit 2.5: expected a whole number from 1 to/,
   );
   assert.throws(
     () => parseAgentArgs(["--pprof-dir", "d", "--buffer-limit", "0"]),
-    /expected a positive number/,
+    /--buffer-limit 0: expected a whole number from 1 to/,
   );
   assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "--header", "no-equals"]), /expected NAME=VALUE/);
   assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "-F", "0"]), /-F 0/);

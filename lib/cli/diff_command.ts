@@ -6,12 +6,12 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
+import { MAX_COUNT, parseWholeNumber } from "./numbers.ts";
 import { checkWritable, writeOutput } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
 import type { Profile } from "../profile/profile.ts";
-import { CommandError } from "./record_command.ts";
 import { readPprofFile } from "./report_command.ts";
 import { baseName } from "../sys/path.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
@@ -49,9 +49,14 @@ export async function diffCommand(argv: string[]): Promise<number> {
     return values.help ? 0 : 2;
   }
   const [beforePath, afterPath] = parsed.positionals as [string, string];
-  const limit = values.top === undefined ? 25 : Number(values.top);
-  if (!Number.isInteger(limit) || limit <= 0) {
-    throw new CommandError(`-n ${values.top}: expected a count`);
+  let limit = 25;
+  if (values.top !== undefined) {
+    try {
+      limit = parseWholeNumber(values.top, "-n", { min: 1, max: MAX_COUNT });
+    } catch (error) {
+      console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
+      return Promise.resolve(2);
+    }
   }
   if (values.html !== undefined) checkWritable(values.html);
   const before = await readPprofFile(beforePath);

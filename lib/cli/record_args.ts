@@ -13,8 +13,12 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
-import { asPid, type Pid } from "../types.ts";
+import type { Pid } from "../types.ts";
 import { STDOUT_PATH } from "../record/output_file.ts";
+import { parseFrequency, parsePid, parseSeconds } from "./numbers.ts";
+import { UsageError } from "./usage_error.ts";
+
+export { UsageError };
 
 /** Output formats `record` writes. */
 export type OutputFormat = "pprof" | "folded" | "html" | "speedscope";
@@ -43,8 +47,17 @@ export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS.
 
 Samples stacks (kernel + user) on every CPU and writes a profile.
 
+With -- COMMAND, starts COMMAND and records it and every process it starts. COMMAND runs in a session
+of its own (it keeps the terminal as input and output, but cannot open /dev/tty): Ctrl-C, SIGTERM and
+SIGHUP sent to omniprof are passed on to it. When COMMAND exits, -d ends or omniprof is stopped, whatever
+of it still runs gets SIGTERM (or the signal omniprof got), then SIGKILL 2 s later; the profile is then
+written, and omniprof exits with COMMAND's status if COMMAND failed (128+N when signal N ended it).
+After Ctrl-C, another Ctrl-C kills COMMAND at once; one while symbolizing writes the profile with
+addresses for the names not found yet.
+
 Options:
-  -d, --duration SECONDS   stop after SECONDS (default: until Ctrl-C, or until COMMAND exits)
+  -d, --duration SECONDS   stop after SECONDS, and stop COMMAND then (default: until Ctrl-C, or until
+                           COMMAND exits; at most 2147483)
   -F, --frequency HZ       samples per second per CPU (default 99)
   -p, --pid PID            only this process and its threads (repeatable); stops when all have exited
   -o, --output FILE        where to write (default profile.pb.gz; - for standard output, as folded
@@ -57,14 +70,6 @@ Options:
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
   -h, --help               show this help
 `;
-
-/** A command line mistake; the message is for the user. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
-}
 
 /** Infers the format from a file name, or null when the extension says nothing. */
 export function formatFromPath(path: string): OutputFormat | null {
@@ -102,19 +107,9 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   const values = parsed.values;
   if (values.help) throw new UsageError("");
 
-  const durationSeconds = values.duration === undefined ? null : positiveNumber(values.duration, "-d");
-  const frequencyHz = values.frequency === undefined ? 99 : positiveNumber(values.frequency, "-F");
-  if (!Number.isInteger(frequencyHz) || frequencyHz > 20000) {
-    throw new UsageError(`-F ${values.frequency}: the frequency must be a whole number from 1 to 20000 Hz`);
-  }
-  const pids = (values.pid ?? []).map((text) => {
-    const value = Number(text);
-    try {
-      return asPid(value);
-    } catch {
-      throw new UsageError(`-p ${text}: not a process id`);
-    }
-  });
+  const durationSeconds = values.duration === undefined ? null : parseSeconds(values.duration, "-d");
+  const frequencyHz = values.frequency === undefined ? 99 : parseFrequency(values.frequency, "-F");
+  const pids = (values.pid ?? []).map((text) => parsePid(text, "-p"));
   const demo = values.demo ?? false;
   if (command.length > 0 && command[0] === "") throw new UsageError("-- must be followed by a command");
   if (separator >= 0 && command.length === 0) throw new UsageError("-- must be followed by a command");
@@ -150,12 +145,4 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     idle: values.idle ?? false,
     statsPath: values.stats ?? null,
   };
-}
-
-function positiveNumber(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new UsageError(`${flag} ${text}: expected a positive number`);
-  }
-  return value;
 }

@@ -43,6 +43,17 @@ Deno.test("parseRecordArgs() rejects bad input with a UsageError", () => {
     ["-d", "x"],
     ["-p", "0"],
     ["-p", "abc"],
+    ["-p", "0x10"],
+    ["-p", "1e3"],
+    ["-p", " 7"],
+    ["-p", ""],
+    ["-d", "1e3"],
+    ["-d", "+5"],
+    ["-d", "0x10"],
+    ["-d", ""],
+    ["-d", "2147484"],
+    ["-F", "99.0"],
+    ["-F", "0x63"],
     ["-o", "profile.unknown"],
     ["--format", "json"],
     ["--bogus"],
@@ -69,4 +80,13 @@ Deno.test("parseRecordArgs() infers html and speedscope from the extension, or t
   assert.equal(formatFromPath("x.htm"), "html");
   assert.equal(formatFromPath("x.json"), null, "plain JSON says nothing about the format");
   assert.throws(() => parseRecordArgs(["-o", "x.json"]), UsageError);
+});
+
+Deno.test("parseRecordArgs() names the longest -d and the PIDs a -p may take", () => {
+  assert.throws(() => parseRecordArgs(["-d", "4294967.296"]), /-d 4294967\.296: at most 2147483 s/);
+  assert.throws(
+    () => parseRecordArgs(["-p", "0x10"]),
+    /-p 0x10: not a process id \(decimal digits from 1 to \d+\)/,
+  );
+  assert.equal(parseRecordArgs(["-d", "2147483"]).durationSeconds, 2147483);
 });

@@ -11,9 +11,12 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
 import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
-import { processRunning } from "../process/liveness.ts";
+import { runningProcess } from "../process/liveness.ts";
+import type { ProcessKey } from "../process/process_key.ts";
+import { CommandGroup, STOP_GRACE_MS } from "../process/command_group.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
-import { recordSession } from "../record/session.ts";
+import { recordSession, type SessionResult } from "../record/session.ts";
+import { exitCodeOf, InterruptedError, Interrupts } from "../sys/interrupts.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { isFile } from "../sys/files.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
@@ -24,8 +27,11 @@ export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
 
-/** Checks that need no BPF: fail before anything starts. */
-export function preflight(args: RecordArgs): void {
+/**
+ * Checks that need no BPF: fail before anything starts. Returns the processes `-p` names, each with its
+ * start time, so that a PID taken over by another process later is not mistaken for it.
+ */
+export function preflight(args: RecordArgs): ProcessKey[] {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -33,12 +39,15 @@ export function preflight(args: RecordArgs): void {
         `events: run it as root, e.g. sudo omniprof record`,
     );
   }
-  for (const pid of args.pids) {
-    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
-  }
+  const processes = args.pids.map((pid) => {
+    const process = runningProcess(pid);
+    if (process === null) throw new CommandError(`No process with PID ${pid}`);
+    return process;
+  });
   checkWritable(args.output);
   if (args.statsPath !== null) checkWritable(args.statsPath);
   libbpf();
+  return processes;
 }
 
 /** Where the shell would find `name`, or undefined. */
@@ -110,26 +119,18 @@ export async function recordCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  // Caught from here to the end: a signal never ends omniprof halfway (a command left running, a
+  // temporary file left behind); each phase decides what it means.
+  using interrupts = Interrupts.listen();
+  const processes = preflight(args);
 
   const status = new StatusLine();
   // Loaded only when used, like the output formats below: every module costs start-up time.
   const demo = args.demo ? await import("../../support/demo/demo_workload.ts") : null;
-  const spawn = demo ? () => demo.spawnDemo(args.durationSeconds ?? 5) : args.command.length > 0
-    ? () => {
-      try {
-        return new Deno.Command(args.command[0]!, { args: args.command.slice(1), stdin: "inherit" }).spawn();
-      } catch (error) {
-        const reason = error instanceof Deno.errors.NotFound
-          ? "no such command (not a path, and not found on PATH)"
-          : error instanceof Deno.errors.PermissionDenied
-          ? "permission denied (not executable?)"
-          : error instanceof Error
-          ? error.message
-          : String(error);
-        throw new CommandError(`Cannot start ${args.command[0]}: ${reason}`);
-      }
-    }
+  const start = demo
+    ? () => demo.spawnDemo(args.durationSeconds ?? 5)
+    : args.command.length > 0
+    ? () => startCommand(args.command)
     : undefined;
   const target = args.demo
     ? "the demo workload"
@@ -146,21 +147,35 @@ export async function recordCommand(argv: string[]): Promise<number> {
         ? `, until ${args.pids.length > 1 ? "they exit" : "it exits"} or Ctrl-C`
         : ", Ctrl-C to stop"),
   );
-  const result = await recordSession({
-    frequencyHz: args.frequencyHz,
-    durationSeconds: args.durationSeconds,
-    pids: args.pids,
-    spawn,
-    executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
-    sampleIdle: args.idle,
-    onProgress: (progress: RecorderProgress) =>
-      status.update(
-        `${
-          progress.elapsedSeconds.toFixed(1)
-        } s  samples ${progress.samples}  processes ${progress.processes}` +
-          `  lost ${progress.lost}  unwind tables ${(progress.unwindBytes / 1048576).toFixed(1)} MiB`,
-      ),
-  });
+  let result: SessionResult;
+  try {
+    result = await recordSession({
+      frequencyHz: args.frequencyHz,
+      durationSeconds: args.durationSeconds,
+      processes,
+      start,
+      executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
+      sampleIdle: args.idle,
+      interrupts,
+      onProgress: (progress: RecorderProgress) =>
+        status.update(
+          `${
+            progress.elapsedSeconds.toFixed(1)
+          } s  samples ${progress.samples}  processes ${progress.processes}` +
+            `  lost ${progress.lost}  unwind tables ${(progress.unwindBytes / 1048576).toFixed(1)} MiB`,
+        ),
+      onPhase: (phase) =>
+        status.update(
+          phase === "stopping"
+            ? `stopping the command (SIGKILL in ${STOP_GRACE_MS / 1000} s; Ctrl-C: now)`
+            : "symbolizing (Ctrl-C: write the profile with addresses for the names not found yet)",
+        ),
+    });
+  } catch (error) {
+    status.clear();
+    if (error instanceof InterruptedError) throw new CommandError(error.message, exitCodeOf(error.signal));
+    throw error;
+  }
   status.clear();
 
   if (result.stoppedBy === "exited") {
@@ -198,10 +213,47 @@ export async function recordCommand(argv: string[]): Promise<number> {
       `${result.failedRecords} records could not be handled and were skipped (see the error above)`,
     );
   }
-  if (result.commandExitCode !== null && result.commandExitCode !== 0) {
-    status.note(`the command exited with code ${result.commandExitCode}`);
+  if (!result.symbolized) {
+    status.note("symbolizing was interrupted: the frames not named by then are written as addresses");
   }
-  return 0;
+  const code = exitCode(result);
+  if (code !== 0) {
+    const ended = result.commandStatus!.signal === null
+      ? `exited with code ${code}`
+      : `was ended by ${result.commandStatus!.signal}`;
+    status.note(`the command ${ended}`);
+  } else if (!args.demo && result.stoppedBy === "duration" && result.commandStatus?.success === false) {
+    status.note(`the command was still running after ${args.durationSeconds} s: stopped`);
+  }
+  return code;
+}
+
+/**
+ * omniprof's exit status: 0, or the command's when it failed (128 + N when signal N ended it, as a shell
+ * reports it), so that `omniprof record -- make` fails where `make` would. A command that omniprof
+ * itself stopped at -d's end did not fail.
+ */
+function exitCode(result: SessionResult): number {
+  const status = result.commandStatus;
+  if (status === null || status.success) return 0;
+  if (result.stoppedBy === "duration" || result.stoppedBy === "abort") return 0;
+  return status.code;
+}
+
+/** Starts `record -- COMMAND`'s command; a command that cannot start is the user's error to fix. */
+function startCommand(command: readonly string[]): CommandGroup {
+  try {
+    return CommandGroup.start(command[0]!, command.slice(1));
+  } catch (error) {
+    const reason = error instanceof Deno.errors.NotFound
+      ? "no such command (not a path, and not found on PATH)"
+      : error instanceof Deno.errors.PermissionDenied
+      ? "permission denied (not executable?)"
+      : error instanceof Error
+      ? error.message
+      : String(error);
+    throw new CommandError(`Cannot start ${command[0]}: ${reason}`);
+  }
 }
 
 /** The profile in the requested format; long conversions show progress on the status line. */

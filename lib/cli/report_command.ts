@@ -6,6 +6,7 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
+import { MAX_COUNT, parseWholeNumber } from "./numbers.ts";
 import { formatFolded } from "../output/folded.ts";
 import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof, PPROF_LIMITS } from "../output/pprof_reader.ts";
@@ -82,9 +83,14 @@ export async function reportCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const path = parsed.positionals[0]!;
-  const limit = values.top === undefined ? 25 : Number(values.top);
-  if (!Number.isInteger(limit) || limit <= 0) {
-    throw new CommandError(`-n ${values.top}: expected a count`);
+  let limit = 25;
+  if (values.top !== undefined) {
+    try {
+      limit = parseWholeNumber(values.top, "-n", { min: 1, max: MAX_COUNT });
+    } catch (error) {
+      console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
+      return Promise.resolve(2);
+    }
   }
   const output = values.html ?? values.speedscope;
   if (output !== undefined) checkWritable(output);

@@ -7,10 +7,14 @@
 
 const encoder = new TextEncoder();
 
-/** A status line on stderr. */
+/**
+ * A status line on stderr. Once stderr cannot be written (the terminal hung up: EIO; a closed pipe), it
+ * stays silent: a message that can no longer be shown must not stop the profile from being written.
+ */
 export class StatusLine {
   readonly #live: boolean;
   #shown = false;
+  #gone = false;
 
   constructor(live = Deno.stderr.isTerminal()) {
     this.#live = live;
@@ -19,21 +23,33 @@ export class StatusLine {
   /** Replaces the status text (terminal only). */
   update(text: string): void {
     if (!this.#live) return;
-    Deno.stderr.writeSync(encoder.encode(`\r\x1b[2K${text}`));
+    this.#write(`\r\x1b[2K${text}`);
     this.#shown = true;
   }
 
   /** Removes the status text. */
   clear(): void {
     if (!this.#shown) return;
-    Deno.stderr.writeSync(encoder.encode("\r\x1b[2K"));
+    this.#write("\r\x1b[2K");
     this.#shown = false;
   }
 
   /** Prints a message on a line of its own. */
   note(text: string): void {
     this.clear();
-    Deno.stderr.writeSync(encoder.encode(`omniprof: ${text}\n`));
+    this.#write(`omniprof: ${text}\n`);
+  }
+
+  #write(text: string): void {
+    if (this.#gone) return;
+    const bytes = encoder.encode(text);
+    try {
+      for (let written = 0; written < bytes.length;) {
+        written += Deno.stderr.writeSync(bytes.subarray(written));
+      }
+    } catch {
+      this.#gone = true;
+    }
   }
 }
 

@@ -14,11 +14,13 @@ import { currentCapabilities, missingTracingCapabilities } from "../sys/capabili
 import { FullScreen } from "../terminal/full_screen.ts";
 import { renderTopFrame, type TopHeader } from "../terminal/top_screen.ts";
 import { TopWindow } from "../terminal/top_window.ts";
-import { asPid, type Pid } from "../types.ts";
+import type { Pid } from "../types.ts";
 import { parseOptions } from "./options.ts";
-import { UsageError } from "./record_args.ts";
+import { MAX_COUNT, parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
+import { UsageError } from "./usage_error.ts";
 import { CommandError } from "./record_command.ts";
-import { processRunning } from "../process/liveness.ts";
+import { processRunning, runningProcess } from "../process/liveness.ts";
+import type { ProcessKey } from "../process/process_key.ts";
 
 /** q, Q, Ctrl-C (a byte, not a signal, in raw mode) and Ctrl-D. */
 const QUIT_KEYS = new Set(["q", "Q", "\x03", "\x04"]);
@@ -72,39 +74,20 @@ export function parseTopArgs(argv: string[]): TopArgs {
   }
   const values = parsed.values;
   if (values.help) throw new UsageError("");
-  const pids = (values.pid ?? []).map((text) => {
-    try {
-      return asPid(Number(text));
-    } catch {
-      throw new UsageError(`-p ${text}: not a process id`);
-    }
-  });
-  const frequencyHz = values.frequency === undefined ? 99 : wholeNumber(values.frequency, "-F");
-  if (frequencyHz > 20000) throw new UsageError(`-F ${values.frequency}: at most 20000 Hz`);
-  const intervalSeconds = values.interval === undefined ? 1 : Number(values.interval);
-  if (!Number.isFinite(intervalSeconds) || intervalSeconds < 0.1) {
-    throw new UsageError(`-i ${values.interval}: the interval must be at least 0.1 s`);
-  }
+  const pids = (values.pid ?? []).map((text) => parsePid(text, "-p"));
+  const count = { min: 1, max: MAX_COUNT };
   return {
     pids,
-    frequencyHz,
-    rows: values.rows === undefined ? null : wholeNumber(values.rows, "-n"),
-    intervalSeconds,
-    count: values.count === undefined ? null : wholeNumber(values.count, "-c"),
+    frequencyHz: values.frequency === undefined ? 99 : parseFrequency(values.frequency, "-F"),
+    rows: values.rows === undefined ? null : parseWholeNumber(values.rows, "-n", count),
+    intervalSeconds: values.interval === undefined ? 1 : parseSeconds(values.interval, "-i", 0.1),
+    count: values.count === undefined ? null : parseWholeNumber(values.count, "-c", count),
     idle: values.idle ?? false,
   };
 }
 
-function wholeNumber(text: string, flag: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    throw new UsageError(`${flag} ${text}: expected a whole number >= 1`);
-  }
-  return value;
-}
-
-/** Checks that need no BPF: fail before the screen is taken. */
-function preflight(args: TopArgs): void {
+/** Checks that need no BPF: fail before the screen is taken. Returns the processes `-p` names. */
+function preflight(args: TopArgs): ProcessKey[] {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -112,10 +95,13 @@ function preflight(args: TopArgs): void {
         `events: run it as root, e.g. sudo omniprof top`,
     );
   }
-  for (const pid of args.pids) {
-    if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
-  }
+  const processes = args.pids.map((pid) => {
+    const process = runningProcess(pid);
+    if (process === null) throw new CommandError(`No process with PID ${pid}`);
+    return process;
+  });
   libbpf();
+  return processes;
 }
 
 /** Runs `top` with its arguments; returns the exit code. */
@@ -131,7 +117,7 @@ export async function topCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  const processes = preflight(args);
   const live = Deno.stdout.isTerminal();
   // The screen is taken before sampling starts (which takes a moment) so that the user sees it start;
   // everything after this point runs under the finally that gives it back.
@@ -215,7 +201,8 @@ export async function topCommand(argv: string[]): Promise<number> {
       header.samplesPerSecond = elapsed > 0 ? samples / elapsed : 0;
       header.processes = pids.size;
       header.lost = progress.lost;
-      const gone = args.pids.filter((pid) => !processRunning(pid));
+      // By start time too: the PID of one that exited may be another process's by now.
+      const gone = processes.filter((process) => !processRunning(process)).map((process) => process.pid);
       header.note = gone.length > 0
         ? `PID ${gone.join(", ")} exited`
         : window.samples === 0

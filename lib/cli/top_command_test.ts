@@ -26,10 +26,10 @@ Deno.test("parseTopArgs() reads pids, frequency, rows, interval and count with s
 Deno.test("parseTopArgs() refuses what it cannot honour, naming the option", () => {
   assert.throws(() => parseTopArgs(["-p", "abc"]), /-p abc: not a process id/);
   assert.throws(() => parseTopArgs(["-p", "0"]), /-p 0: not a process id/);
-  assert.throws(() => parseTopArgs(["-F", "0"]), /-F 0: expected a whole number >= 1/);
+  assert.throws(() => parseTopArgs(["-F", "0"]), /-F 0: expected a whole number from 1 to 20000 Hz/);
   assert.throws(() => parseTopArgs(["-F", "99.5"]), /-F 99.5/);
-  assert.throws(() => parseTopArgs(["-F", "50000"]), /at most 20000 Hz/);
-  assert.throws(() => parseTopArgs(["-i", "0.05"]), /at least 0.1 s/);
+  assert.throws(() => parseTopArgs(["-F", "50000"]), /-F 50000: expected a whole number from 1 to 20000 Hz/);
+  assert.throws(() => parseTopArgs(["-i", "0.05"]), /-i 0.05: expected seconds from 0.1 to/);
   assert.throws(() => parseTopArgs(["-i", "soon"]), /-i soon/);
   assert.throws(() => parseTopArgs(["-n", "-3"]), /-n/);
   assert.throws(() => parseTopArgs(["extra"]), /extra/);

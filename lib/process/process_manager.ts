@@ -4,8 +4,10 @@
  *
  * A process is read on first sight (its first trace or exec event) and re-read when it execs or when a
  * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). On
- * exit its mappings are dropped. Files are identified once per (device, inode) and kept open, so a
- * binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
+ * exit its mappings are dropped. BPF names processes by PID alone, so each read also notes the process's
+ * start time: a PID found held by another process (its exit event was lost) has the old process's state
+ * dropped, and the listener told of its exit, before the new one is installed. Files are identified once
+ * per (device, inode) and kept open, so a binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
  * They are opened only through {@linkcode openMappedFile} (the very file of the mapping, or nothing):
  * a file that cannot be read that way is counted by reason in `stats.filesRefused` and its frames stay
  * unsymbolized. The root of each process that shows a new file is kept too, when it is not the host's,
@@ -35,6 +37,7 @@ import type { Address, FileId, Pid } from "../types.ts";
 import { fileIdOf } from "./file_id.ts";
 import { mappingIdentity, openMappedFile } from "./mapped_file_opener.ts";
 import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
+import { type ProcessKey, readProcessKey, sameProcess, type StartTicks } from "./process_key.ts";
 
 const logger = getLogger(["omniprof", "process"]);
 
@@ -71,6 +74,8 @@ export interface ProcessManagerStats {
   resyncs: number;
   /** Addresses in no executable mapping. */
   unresolved: number;
+  /** PIDs found held by another process than the one read before (its exit event was lost). */
+  reusedPids: number;
   /** Distinct mapped files opened. */
   filesOpened: number;
   /** Distinct mapped files not read, by reason: their frames stay unsymbolized. */
@@ -98,6 +103,8 @@ interface ReadRoot {
 }
 
 interface ProcessState {
+  /** Start time of the process read, or null when not read yet (a forked child) or unreadable. */
+  startTicks: StartTicks | null;
   mappings: ResolvedMapping[];
   /** performance.now() of the last read of /proc/PID/maps. */
   syncedAt: number;
@@ -149,6 +156,7 @@ export class ProcessManager {
     syncFailures: 0,
     resyncs: 0,
     unresolved: 0,
+    reusedPids: 0,
     filesOpened: 0,
     filesRefused: { missing: 0, denied: 0, "not-regular": 0, replaced: 0, failed: 0 },
   };
@@ -183,12 +191,15 @@ export class ProcessManager {
    * A parent not read yet is read now, once, rather than each of its children (a shell loop forks many).
    */
   onFork(parent: Pid, child: Pid): void {
+    // A new process cannot have a PID that a live one holds: the last holder exited unseen.
+    if (this.#processes.has(child)) this.#forgetReused(child);
     const state = this.#processes.get(parent) ?? this.#sync(parent);
     if (state.gone) {
       this.#sync(child);
       return;
     }
     this.#processes.set(child, {
+      startTicks: null,
       mappings: state.mappings,
       syncedAt: state.syncedAt,
       gone: false,
@@ -301,33 +312,68 @@ export class ProcessManager {
 
   #sync(pid: Pid): ProcessState {
     this.stats.syncs++;
-    let mappings: ResolvedMapping[] = [];
-    let gone = false;
-    const root: ReadRoot = { pid, directory: undefined, kept: null };
-    try {
-      const text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
-      mappings = parseProcMaps(text).map((mapping) => ({
-        ...mapping,
-        file: this.#fileOf(pid, mapping, root),
-      }));
-    } catch (error) {
-      // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
-      gone = true;
-      this.stats.syncFailures++;
-      if (!(error instanceof Deno.errors.NotFound)) {
-        logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
-      }
-    } finally {
-      if (root.directory && root.directory !== root.kept) root.directory.close();
+    const { key, text } = this.#readMaps(pid);
+    const gone = text === null;
+    if (gone) this.stats.syncFailures++;
+    let previous = this.#processes.get(pid);
+    if (
+      previous !== undefined && previous.startTicks !== null && key !== null &&
+      previous.startTicks !== key.startTicks
+    ) {
+      this.#forgetReused(pid);
+      previous = undefined;
     }
-    const previous = this.#processes.get(pid);
+    let mappings: ResolvedMapping[] = [];
+    if (text !== null) {
+      const root: ReadRoot = { pid, directory: undefined, kept: null };
+      try {
+        mappings = parseProcMaps(text).map((mapping) => ({
+          ...mapping,
+          file: this.#fileOf(pid, mapping, root),
+        }));
+      } finally {
+        if (root.directory && root.directory !== root.kept) root.directory.close();
+      }
+    }
     // Keep what we knew if a re-read failed: the process is exiting, its old mappings are still right.
     const state: ProcessState = gone && previous
       ? { ...previous, gone: true }
-      : { mappings, syncedAt: performance.now(), gone };
+      : { startTicks: key?.startTicks ?? null, mappings, syncedAt: performance.now(), gone };
     this.#processes.set(pid, state);
     if (!gone) this.#listener?.onMappings(pid, state.mappings);
     return state;
+  }
+
+  /**
+   * The maps of the process holding `pid` and its key (null when procfs has no stat for it), or null
+   * text when it has exited. The start time is read before and after: the same both times says whose
+   * maps they are (a PID that changed hands in between is read again).
+   */
+  #readMaps(pid: Pid): { key: ProcessKey | null; text: string | null } {
+    for (let attempt = 0;; attempt++) {
+      const before = readProcessKey(pid, this.#procRoot);
+      let text: string;
+      try {
+        text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
+      } catch (error) {
+        // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
+        if (!(error instanceof Deno.errors.NotFound)) {
+          logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
+        }
+        return { key: before, text: null };
+      }
+      if (before === null) return { key: null, text };
+      const after = readProcessKey(pid, this.#procRoot);
+      if (sameProcess(before, after)) return { key: after, text };
+      if (attempt > 0) return { key: after, text: null };
+    }
+  }
+
+  /** The process that held `pid` is gone, though no exit was seen (events lost): drop what it left. */
+  #forgetReused(pid: Pid): void {
+    this.stats.reusedPids++;
+    logger.debug("PID {pid} now belongs to another process: forgetting the previous one", { pid });
+    this.onExit(pid);
   }
 
   #fileOf(pid: Pid, mapping: ProcMapping, root: ReadRoot): MappedFile {

@@ -25,6 +25,7 @@ import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
 import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
+import { delay } from "../sys/timer.ts";
 
 /** Session facts that go into the profile as they are. */
 export interface ProfileInfo {
@@ -43,6 +44,9 @@ export interface Symbolizers {
 /** x86-64 user space ends at 2^47. */
 const USER_SPACE_END = 0x800000000000;
 
+/** How long symbolizing runs between two turns of the event loop, in which a Ctrl-C can be seen. */
+const YIELD_EVERY_MS = 50;
+
 /** Builds and symbolizes the profile. */
 export function buildProfile(
   stacks: readonly Stack[],
@@ -50,15 +54,43 @@ export function buildProfile(
   symbolizers: Symbolizers = {},
 ): Profile {
   const builder = new Builder(symbolizers);
-  const samples: ProfileSample[] = stacks.map((stack) => ({
-    locations: stack.frames.map((frame) => builder.location(frame)),
-    count: stack.count,
-    pid: stack.pid,
-    tid: stack.tid,
-    comm: stack.comm,
-  }));
-  builder.close();
-  return { ...info, mappings: builder.mappings, locations: builder.locations, samples };
+  try {
+    const samples = stacks.map((stack) => builder.sample(stack));
+    return { ...info, mappings: builder.mappings, locations: builder.locations, samples };
+  } finally {
+    builder.close();
+  }
+}
+
+/**
+ * As {@linkcode buildProfile}, but letting the event loop turn every `yieldEveryMs` ms; once
+ * `interrupt` aborts, the frames not named yet keep their addresses and are not looked up
+ * (`[binary+0xADDRESS]`, `[kernel+0xADDRESS]`): `complete` is then false.
+ */
+export async function buildProfileInterruptibly(
+  stacks: readonly Stack[],
+  info: ProfileInfo,
+  symbolizers: Symbolizers,
+  interrupt: AbortSignal,
+  yieldEveryMs = YIELD_EVERY_MS,
+): Promise<{ profile: Profile; complete: boolean }> {
+  const builder = new Builder(symbolizers);
+  try {
+    const samples: ProfileSample[] = [];
+    let turned = performance.now();
+    for (const stack of stacks) {
+      if (builder.symbolizing && performance.now() - turned >= yieldEveryMs) {
+        await delay(0);
+        turned = performance.now();
+        if (interrupt.aborted) builder.symbolizing = false;
+      }
+      samples.push(builder.sample(stack));
+    }
+    const profile = { ...info, mappings: builder.mappings, locations: builder.locations, samples };
+    return { profile, complete: builder.symbolizing };
+  } finally {
+    builder.close();
+  }
 }
 
 class Builder {
@@ -69,11 +101,23 @@ class Builder {
   #native: NativeSymbolizer;
   #ownsNative: boolean;
   #kernel: KernelSymbolLookup | null | undefined | (() => KernelSymbolLookup | null);
+  /** False: new locations are named by their addresses alone, without reading a symbol table. */
+  symbolizing = true;
 
   constructor(symbolizers: Symbolizers) {
     this.#native = symbolizers.native ?? new NativeSymbolizer();
     this.#ownsNative = symbolizers.native === undefined;
     this.#kernel = symbolizers.kernel;
+  }
+
+  sample(stack: Stack): ProfileSample {
+    return {
+      locations: stack.frames.map((frame) => this.location(frame)),
+      count: stack.count,
+      pid: stack.pid,
+      tid: stack.tid,
+      comm: stack.comm,
+    };
   }
 
   location(frame: StackFrame): number {
@@ -127,6 +171,17 @@ class Builder {
     const vaddr = frame.addressKind === "vaddr"
       ? lookup as Address
       : this.#native.fileOffsetToVaddr(file, lookup as FileOffset);
+    if (!this.symbolizing) {
+      const name = formatUnknownFrame(file.path, vaddr ?? lookup);
+      return {
+        kind,
+        mapping: mappingIndex,
+        address: vaddr ?? lookup,
+        functionName: name,
+        sourceFile: "",
+        line: 0,
+      };
+    }
     const symbol = vaddr === null ? null : this.#native.symbolize(file, vaddr);
     if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
     let functionName = symbol?.functionName;
@@ -140,6 +195,19 @@ class Builder {
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {
+    // Unsymbolized, kernel frames go without names too: naming them reads /proc/kallsyms or runs BPF.
+    const symbol = this.symbolizing ? this.#kernelSymbols()?.lookup(address) ?? null : null;
+    // As text: 0xffffffff00000000 + address as a double would round to a multiple of 2048.
+    const hex = `ffffffff${address.toString(16).padStart(8, "0")}`;
+    const name = symbol === null
+      ? `[kernel+0x${hex}]`
+      : symbol.module === null
+      ? symbol.name
+      : `${symbol.name} [${symbol.module}]`;
+    return { kind: "kernel", mapping: -1, address, functionName: name, sourceFile: "", line: 0 };
+  }
+
+  #kernelSymbols(): KernelSymbolLookup | null {
     if (typeof this.#kernel === "function") {
       this.#kernel = this.#kernel();
     } else if (this.#kernel === undefined) {
@@ -149,14 +217,7 @@ class Builder {
         this.#kernel = null;
       }
     }
-    const symbol = this.#kernel?.lookup(address) ?? null;
-    const hex = (0xffffffff00000000 + address).toString(16);
-    const name = symbol === null
-      ? `[kernel+0x${hex}]`
-      : symbol.module === null
-      ? symbol.name
-      : `${symbol.name} [${symbol.module}]`;
-    return { kind: "kernel", mapping: -1, address, functionName: name, sourceFile: "", line: 0 };
+    return this.#kernel;
   }
 
   /**

@@ -20,7 +20,12 @@ import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts
 import type { BpfKernelNames } from "../symbolize/bpf_kernel_names.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
 import type { KernelAddress, Pid } from "../types.ts";
-import { buildProfile } from "./profile_builder.ts";
+import {
+  buildProfile,
+  buildProfileInterruptibly,
+  type ProfileInfo,
+  type Symbolizers,
+} from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
 import { NativeUnwinding } from "../unwind/native_unwinding.ts";
@@ -195,16 +200,34 @@ export class Recorder {
   takeProfile(options: { reset?: boolean } = {}): Profile {
     this.drain();
     const nowNs = Date.now() * 1e6;
-    const profile = buildProfile(this.#table.stacks(), {
-      startTimeNs: this.#intervalStartNs,
-      durationNs: nowNs - this.#intervalStartNs,
-      periodNs: this.tracer.periodNs,
-    }, { native: this.#native, kernel: () => this.#kernelSymbols() });
+    const profile = buildProfile(this.#table.stacks(), this.#profileInfo(nowNs), this.#symbolizers());
     if (options.reset) {
       this.#table = this.#newTable();
       this.#intervalStartNs = nowNs;
     }
     return profile;
+  }
+
+  /**
+   * Symbolizes what was recorded since the start (or the last reset), letting the event loop turn; once
+   * `interrupt` aborts, the frames not named yet keep their addresses (`complete` false).
+   */
+  takeProfileInterruptibly(interrupt: AbortSignal): Promise<{ profile: Profile; complete: boolean }> {
+    this.drain();
+    const info = this.#profileInfo(Date.now() * 1e6);
+    return buildProfileInterruptibly(this.#table.stacks(), info, this.#symbolizers(), interrupt);
+  }
+
+  #profileInfo(nowNs: number): ProfileInfo {
+    return {
+      startTimeNs: this.#intervalStartNs,
+      durationNs: nowNs - this.#intervalStartNs,
+      periodNs: this.tracer.periodNs,
+    };
+  }
+
+  #symbolizers(): Symbolizers {
+    return { native: this.#native, kernel: () => this.#kernelSymbols() };
   }
 
   /**

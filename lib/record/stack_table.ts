@@ -140,6 +140,7 @@ export class StackTable implements RecordSink {
   #interpreterEntries = 0;
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
+  /** Processes that exited in the current drain, forgotten at its end. */
   #exited: Pid[] = [];
   /** Samples seen (sum of all counts). */
   samples = 0;
@@ -174,12 +175,17 @@ export class StackTable implements RecordSink {
       case EventKind.ProcessExec:
         this.#processes.onExec(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
-      case EventKind.ProcessFork:
-        this.#processes.onFork(
-          view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid,
-          view.getUint32(offset + RECORD_PID, true) as Pid,
-        );
+      case EventKind.ProcessFork: {
+        const child = view.getUint32(offset + RECORD_PID, true) as Pid;
+        // The PID of a process that exited in this drain, handed out again: that exit is settled now,
+        // or it would later remove the new process's state.
+        if (this.#exited.includes(child)) {
+          this.#exited = this.#exited.filter((pid) => pid !== child);
+          this.#processes.onExit(child);
+        }
+        this.#processes.onFork(view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid, child);
         break;
+      }
       case EventKind.ProcessUnknown:
         this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;

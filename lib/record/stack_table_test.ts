@@ -9,6 +9,7 @@ import {
   FRAME_FILE_ID,
   FRAME_KIND,
   FRAME_SIZE,
+  PROCESS_EVENT_PARENT,
   RECORD_KIND,
   RECORD_PID,
   RECORD_TID,
@@ -105,4 +106,37 @@ Deno.test("StackTable keeps a frame its process cannot name, as <unknown> of its
     sourceFile: "<unknown>",
     line: 0,
   });
+});
+
+/** A process event record (exit, fork) as BPF writes it. */
+function processEvent(kind: EventKind, pid: number, parent = 0): DataView {
+  const view = new DataView(new ArrayBuffer(PROCESS_EVENT_PARENT + 64));
+  view.setUint32(RECORD_KIND, kind, true);
+  view.setUint32(RECORD_PID, pid, true);
+  view.setUint32(RECORD_TID, pid, true);
+  view.setUint32(PROCESS_EVENT_PARENT, parent, true);
+  return view;
+}
+
+Deno.test("StackTable settles an exit before a fork that hands its PID out again in the same drain", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    for (const pid of [500, 700]) {
+      Deno.mkdirSync(`${root}/${pid}`);
+      Deno.writeTextFileSync(`${root}/${pid}/maps`, "10000-11000 r-xp 00000000 00:00 0 \n");
+    }
+    using processes = new ProcessManager({ procRoot: root });
+    processes.onExec(500 as Pid);
+    processes.onExec(700 as Pid);
+    const table = new StackTable(processes);
+    feed(table, processEvent(EventKind.ProcessExit, 700));
+    feed(table, processEvent(EventKind.ProcessFork, 700, 500));
+    table.endDrain();
+    // The new process 700 (500's child) is tracked: the old one's exit, settled at the end of the drain,
+    // would have removed it.
+    assert.equal(processes.processCount, 2);
+    assert.equal(processes.stats.reusedPids, 0, "the exit was seen: no reuse to detect");
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
 });

@@ -184,6 +184,14 @@ export class Tracer {
     return this.#reader?.drain(sink) ?? 0;
   }
 
+  /**
+   * Stops sampling process `pid` (given in {@linkcode TracerOptions.pids}): the process named has gone and
+   * another one may now hold its PID. Its children already followed stay followed.
+   */
+  unfollowPid(pid: Pid): void {
+    this.#object.map("pid_filter").delete(u32Key(pid));
+  }
+
   /** Attaches the sampling program to a cpu-clock event on every CPU. Once, after a paused start. */
   startSampling(): void {
     if (this.#sampling) return;

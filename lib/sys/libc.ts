@@ -1,7 +1,7 @@
 /**
- * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2),
- * mmap for ring buffers, epoll to wait for them, ioctl, and the file calls Deno's own API lacks (opening
- * with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor), and errno.
+ * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2,
+ * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, and the file calls Deno's own API
+ * lacks (opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor), and errno.
  *
  * @example
  * ```ts
@@ -41,6 +41,11 @@ const symbols = {
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  waitpid: { parameters: ["i32", "pointer", "i32"], result: "i32" },
+  // Variadic like syscall(), and safe for the same reason; PR_SET_CHILD_SUBREAPER takes one integer.
+  prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
+  // syscall() again, for calls whose arguments are all integers (pidfd_open, pidfd_send_signal).
+  syscall_integers: { name: "syscall", parameters: ["i64", "i64", "i64", "i64", "i64"], result: "i64" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

@@ -15,8 +15,22 @@
  * @module
  */
 
-/** Calls `callback` once after `ms` milliseconds, unless the returned handle is disposed first. */
+/**
+ * The longest a timer can wait: 2^31 - 1 ms (about 24.8 days). Timers keep their delay in a signed 32-bit
+ * integer, and a longer one fires at once instead of late.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Calls `callback` once after `ms` milliseconds, unless the returned handle is disposed first.
+ *
+ * @throws {RangeError} when `ms` is above {@linkcode MAX_TIMER_MS} (or not a number): such a timer would
+ *   fire at once; command-line durations are refused before they get here.
+ */
 export function after(ms: number, callback: () => void): Disposable {
+  if (!(ms <= MAX_TIMER_MS)) {
+    throw new RangeError(`Cannot wait ${ms} ms: a timer waits ${MAX_TIMER_MS} ms at most`);
+  }
   const signal = AbortSignal.timeout(Math.max(0, ms));
   signal.addEventListener("abort", callback, { once: true });
   return { [Symbol.dispose]: () => signal.removeEventListener("abort", callback) };

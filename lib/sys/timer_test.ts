@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, delay, every } from "./timer.ts";
+import { after, delay, every, MAX_TIMER_MS } from "./timer.ts";
 
 Deno.test("after() calls back once, after the delay", async () => {
   const started = performance.now();
@@ -81,4 +81,14 @@ Deno.test("the timers leave Deno's Node layer unloaded, unlike setTimeout", asyn
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("after() refuses a delay a timer cannot hold, which would fire at once", async () => {
+  assert.throws(() => after(MAX_TIMER_MS + 1, () => {}), RangeError);
+  assert.throws(() => after(Number.NaN, () => {}), RangeError);
+  let calls = 0;
+  const longest = after(MAX_TIMER_MS, () => calls++);
+  await delay(30);
+  longest[Symbol.dispose]();
+  assert.equal(calls, 0, "the longest delay does not fire early");
 });

@@ -6,12 +6,13 @@
  */
 import bytes from "../../.build/omniprof-demo" with { type: "bytes" };
 import { cString, libc, SystemError } from "../../lib/sys/libc.ts";
+import { CommandGroup } from "../../lib/process/command_group.ts";
 
 /**
- * Starts the demo for `seconds` seconds. The returned child runs `/proc/self/fd/N`: an inherited memfd
- * holding the program.
+ * Starts the demo for `seconds` seconds, as `record -- COMMAND` starts a command. It runs
+ * `/proc/self/fd/N`: an inherited memfd holding the program.
  */
-export function spawnDemo(seconds: number): Deno.ChildProcess {
+export function spawnDemo(seconds: number): CommandGroup {
   const { fn, errno } = libc();
   const fd = fn.memfd_create(cString("omniprof-demo"), 0);
   if (fd < 0) throw new SystemError("create an in-memory file for the demo workload", errno());
@@ -22,12 +23,11 @@ export function spawnDemo(seconds: number): Deno.ChildProcess {
       if (count <= 0) throw new SystemError("write the demo workload", errno());
       written += count;
     }
-    return new Deno.Command(`/proc/self/fd/${fd}`, {
-      args: [String(Math.max(1, Math.ceil(seconds)))],
+    return CommandGroup.start(`/proc/self/fd/${fd}`, [String(Math.max(1, Math.ceil(seconds)))], {
       stdin: "null",
       stdout: "null",
       stderr: "inherit",
-    }).spawn();
+    });
   } finally {
     // The child holds its own copy of the descriptor (and then the mapping): ours can go.
     fn.close(fd);

@@ -1,6 +1,7 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open), mmap
- * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, and errno.
+ * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, errno, and the
+ * `*at` calls that write output files relative to a folder held open (Deno has none of them).
  *
  * @example
  * ```ts
@@ -33,6 +34,17 @@ const symbols = {
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  // openat's mode is variadic; on x86-64 it travels in the same register either way (see syscall above).
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
+  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
+  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fsync: { parameters: ["i32"], result: "i32" },
+  // On a worker thread: waiting for a slow reader never blocks the event loop.
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

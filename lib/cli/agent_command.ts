@@ -14,10 +14,9 @@ import {
   parseEndpoint,
   type ProfileExporter,
 } from "../agent/otlp_exporter.ts";
-import { checkWritable } from "../record/output_file.ts";
+import { OutputDirectory } from "../record/output_directory.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseOptions } from "./options.ts";
-import { join } from "node:path";
 import { CommandError } from "./record_command.ts";
 import { UsageError } from "./record_args.ts";
 import denoConfig from "../../deno.json" with { type: "json" };
@@ -143,8 +142,8 @@ function positiveNumber(text: string, flag: string): number {
   return value;
 }
 
-/** Checks that need no BPF: fail before anything starts. */
-function preflight(args: AgentArgs): void {
+/** Checks that need no BPF: fail before anything starts. Returns the pprof folder, held open. */
+function preflight(args: AgentArgs): OutputDirectory | null {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -160,15 +159,16 @@ function preflight(args: AgentArgs): void {
       throw new CommandError(`--pprof-dir ${args.pprofDir}: no such folder`);
     }
     if (!isDirectory) throw new CommandError(`--pprof-dir ${args.pprofDir}: not a folder`);
-    try {
-      checkWritable(join(args.pprofDir, "omniprof-check.pb.gz"));
-    } catch (error) {
-      throw new CommandError(
-        `--pprof-dir ${args.pprofDir}: ${error instanceof Error ? error.message : error}`,
-      );
-    }
   }
-  libbpf();
+  let pprofDir: OutputDirectory | null = null;
+  try {
+    if (args.pprofDir !== null) pprofDir = OutputDirectory.open(args.pprofDir);
+    libbpf();
+  } catch (error) {
+    pprofDir?.close();
+    throw error;
+  }
+  return pprofDir;
 }
 
 /** Runs `agent` with its arguments; returns the exit code. */
@@ -184,7 +184,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  using pprofDir = preflight(args);
   // A service logs what it does: its start, each interval, each failed export (OMNIPROF_LOG still rules).
   if (Deno.env.get("OMNIPROF_LOG") === undefined) configureLogging({ level: "info" });
 
@@ -209,7 +209,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       frequencyHz: args.frequencyHz,
       intervalMs: args.intervalSeconds * 1000,
       exporter,
-      pprofDir: args.pprofDir,
+      pprofDir,
       bufferLimit: args.bufferLimit,
       shutdownTimeoutMs: args.shutdownTimeoutSeconds * 1000,
       signal: stop.signal,

@@ -6,7 +6,7 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
-import { checkWritable, writeOutput } from "../record/output_file.ts";
+import { OutputFile } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
@@ -27,7 +27,7 @@ Options:
   -h, --help       show this help`;
 
 /** Runs `diff`; returns the exit code. */
-export function diffCommand(argv: string[]): Promise<number> {
+export async function diffCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseOptions(
@@ -41,19 +41,19 @@ export function diffCommand(argv: string[]): Promise<number> {
     );
   } catch (error) {
     console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const values = parsed.values;
   if (values.help || parsed.positionals.length !== 2) {
     console.error(USAGE);
-    return Promise.resolve(values.help ? 0 : 2);
+    return values.help ? 0 : 2;
   }
   const [beforePath, afterPath] = parsed.positionals as [string, string];
   const limit = values.top === undefined ? 25 : Number(values.top);
   if (!Number.isInteger(limit) || limit <= 0) {
     throw new CommandError(`-n ${values.top}: expected a count`);
   }
-  if (values.html !== undefined) checkWritable(values.html);
+  using output = values.html === undefined ? null : OutputFile.open(values.html);
   const before = readPprofFile(beforePath);
   const after = readPprofFile(afterPath);
   const diff = diffProfiles(before, after);
@@ -61,22 +61,22 @@ export function diffCommand(argv: string[]): Promise<number> {
   console.log(`after:  ${describe(afterPath, after)}`);
   console.log("Shares of each profile's samples; changes in percentage points (pp).\n");
   console.log(formatDiffTable(diff, { limit }));
-  if (values.html !== undefined) {
+  if (output !== null) {
     const status = new StatusLine();
     const html = formatDiffHtml(before, after, {
       title: `${baseName(beforePath)} → ${baseName(afterPath)}`,
       seriesNames: [beforePath, afterPath],
-      onProgress: progressReporter(status, `writing ${values.html}`),
+      onProgress: progressReporter(status, `writing ${output.path}`),
     });
-    status.update(`writing ${values.html}`);
+    status.update(`writing ${output.path}`);
     try {
-      writeOutput(values.html, html);
+      await output.write(html);
     } finally {
       status.clear();
     }
-    status.note(`wrote ${values.html} (differential flamegraph)`);
+    status.note(`wrote ${output.path} (differential flamegraph)`);
   }
-  return Promise.resolve(0);
+  return 0;
 }
 
 function describe(path: string, profile: Profile): string {

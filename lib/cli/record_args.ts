@@ -56,6 +56,11 @@ Options:
       --idle               also record idle CPUs
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
   -h, --help               show this help
+
+Output: FILE is replaced atomically by a complete new file (0644, less the umask), which belongs to the
+user who ran sudo when run with sudo. If FILE is changed while recording (say a link is put there), it is
+left alone and the profile is kept beside it under a new name, which omniprof prints. A link at FILE is
+followed only when it belongs to you or root. A FIFO waits up to 10 s for a reader.
 `;
 
 /** A command line mistake; the message is for the user. */

@@ -10,7 +10,7 @@ import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
+import { OutputFile, STDOUT_PATH } from "../record/output_file.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
@@ -24,8 +24,14 @@ export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
 
-/** Checks that need no BPF: fail before anything starts. */
-export function preflight(args: RecordArgs): void {
+/** The files a recording writes, opened before it starts. */
+export interface RecordOutputs extends Disposable {
+  profile: OutputFile;
+  stats: OutputFile | null;
+}
+
+/** Checks that need no BPF: fail before anything starts. Returns the outputs, held open until written. */
+export function preflight(args: RecordArgs): RecordOutputs {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -36,9 +42,23 @@ export function preflight(args: RecordArgs): void {
   for (const pid of args.pids) {
     if (!processRunning(pid)) throw new CommandError(`No process with PID ${pid}`);
   }
-  checkWritable(args.output);
-  if (args.statsPath !== null) checkWritable(args.statsPath);
-  libbpf();
+  const profile = OutputFile.open(args.output);
+  let stats: OutputFile | null = null;
+  try {
+    if (args.statsPath !== null) stats = OutputFile.open(args.statsPath);
+    libbpf();
+  } catch (error) {
+    profile.close();
+    throw error;
+  }
+  return {
+    profile,
+    stats,
+    [Symbol.dispose]() {
+      profile.close();
+      stats?.close();
+    },
+  };
 }
 
 /** Where the shell would find `name`, or undefined. */
@@ -110,7 +130,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  preflight(args);
+  using outputs = preflight(args);
 
   const status = new StatusLine();
   // Loaded only when used, like the output formats below: every module costs start-up time.
@@ -168,8 +188,11 @@ export async function recordCommand(argv: string[]): Promise<number> {
   }
   const data = await encodeProfile(result.profile, args, target, status);
   status.update(`writing ${args.output}`);
-  writeOutput(args.output, data);
-  status.clear();
+  try {
+    await outputs.profile.write(data);
+  } finally {
+    status.clear();
+  }
   const lost = result.metrics.TracesLost + result.metrics.EventsLost;
   const stacks = result.profile.samples.length;
   status.note(
@@ -191,7 +214,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       processes: result.processStats,
       unwinding: result.unwindStats,
     };
-    writeOutput(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
+    await outputs.stats?.write(JSON.stringify(stats, null, 2) + "\n");
   }
   if (result.failedRecords > 0) {
     status.note(

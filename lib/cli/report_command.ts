@@ -11,7 +11,7 @@ import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, writeOutput } from "../record/output_file.ts";
+import { OutputFile } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
@@ -47,7 +47,7 @@ export function readPprofFile(path: string): Profile {
 }
 
 /** Runs `report`; returns the exit code. */
-export function reportCommand(argv: string[]): Promise<number> {
+export async function reportCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseOptions(
@@ -63,49 +63,49 @@ export function reportCommand(argv: string[]): Promise<number> {
     );
   } catch (error) {
     console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const values = parsed.values;
   if (values.help || parsed.positionals.length !== 1) {
     console.error(USAGE);
-    return Promise.resolve(values.help ? 0 : 2);
+    return values.help ? 0 : 2;
   }
   const conversions = [values.folded, values.html, values.speedscope].filter((v) => v !== undefined).length;
   if (conversions > 1) {
     console.error(`omniprof report: choose one of --folded, --html and --speedscope\n\n${USAGE}`);
-    return Promise.resolve(2);
+    return 2;
   }
   const path = parsed.positionals[0]!;
   const limit = values.top === undefined ? 25 : Number(values.top);
   if (!Number.isInteger(limit) || limit <= 0) {
     throw new CommandError(`-n ${values.top}: expected a count`);
   }
-  const output = values.html ?? values.speedscope;
-  if (output !== undefined) checkWritable(output);
+  const outputPath = values.html ?? values.speedscope;
+  using output = outputPath === undefined ? null : OutputFile.open(outputPath);
   const profile = readPprofFile(path);
   if (values.folded) {
     // writeSync may write part of a large buffer to a pipe: loop until all of it is out.
     const bytes = new TextEncoder().encode(formatFolded(profile));
     for (let offset = 0; offset < bytes.length;) offset += Deno.stdout.writeSync(bytes.subarray(offset));
-    return Promise.resolve(0);
+    return 0;
   }
-  if (output !== undefined) {
+  if (output !== null) {
     const status = new StatusLine();
     const data = values.html !== undefined
       ? formatFlamegraphHtml(profile, {
         title: baseName(path),
         seriesNames: [path],
-        onProgress: progressReporter(status, `writing ${output}`),
+        onProgress: progressReporter(status, `writing ${output.path}`),
       })
       : formatSpeedscope(profile, { name: baseName(path) });
-    status.update(`writing ${output}`);
+    status.update(`writing ${output.path}`);
     try {
-      writeOutput(output, data);
+      await output.write(data);
     } finally {
       status.clear();
     }
-    status.note(`wrote ${output} (${values.html !== undefined ? "html" : "speedscope"})`);
-    return Promise.resolve(0);
+    status.note(`wrote ${output.path} (${values.html !== undefined ? "html" : "speedscope"})`);
+    return 0;
   }
   const total = totalSampleCount(profile);
   const seconds = profile.durationNs / 1e9;
@@ -114,5 +114,5 @@ export function reportCommand(argv: string[]): Promise<number> {
       `${new Set(profile.samples.map((sample) => sample.pid)).size} processes`,
   );
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
-  return Promise.resolve(0);
+  return 0;
 }

@@ -1,11 +1,12 @@
 // What omniprof's output files are, run as root on a shared machine: a link planted at the output path
-// while recording is never written through, and a file asked for under sudo belongs to the user who ran
-// sudo. These run the real CLI on the kernel path and need root.
+// while recording is never written through, a file asked for under sudo belongs to the user who ran sudo,
+// and no output holds kernel addresses (which tell where the kernel is loaded) unless asked. These run
+// the real CLI on the kernel path and need root.
 import assert from "node:assert/strict";
 import { gunzipSync } from "node:zlib";
 import { encodePprof } from "../lib/output/pprof.ts";
 import type { Profile } from "../lib/profile/profile.ts";
-import { DENO_RUN_ENV, omniprofArgs, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { buildWorkload, DENO_RUN_ENV, omniprofArgs, runCli, tempDir, tracingTest } from "./helpers.ts";
 
 /** Whether `a` and `b` hold the same bytes (assert's diff of two large arrays would take minutes). */
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -13,6 +14,7 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 const NOBODY = 65534;
+const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 
 /** Runs `command` as the unprivileged user nobody, as an attacker on the same machine would. */
 async function asNobody(command: string[]): Promise<void> {
@@ -181,3 +183,87 @@ Deno.test({
   },
 });
 if (Deno.uid() !== 0) console.log("SKIP report --html under sudo: needs root to give files away");
+
+/** The kernel's text, `_text` to `_etext`, from /proc/kallsyms. */
+function kernelText(): { start: bigint; end: bigint } {
+  const text = Deno.readTextFileSync("/proc/kallsyms");
+  const find = (name: string) => {
+    const line = text.match(new RegExp(`^([0-9a-f]{16}) [tT] ${name}$`, "m"));
+    assert.ok(line, `${name} in /proc/kallsyms`);
+    return BigInt(`0x${line[1]}`);
+  };
+  return { start: find("_text"), end: find("_etext") };
+}
+
+/** Location addresses, mapping ranges and strings of a pprof file, read field by field. */
+function pprofContents(bytes: Uint8Array): { addresses: bigint[]; strings: string[] } {
+  const addresses: bigint[] = [];
+  const strings: string[] = [];
+  const fields = (data: Uint8Array, visit: (field: number, value: bigint | Uint8Array) => void) => {
+    let offset = 0;
+    const varint = () => {
+      let value = 0n;
+      for (let shift = 0n;; shift += 7n) {
+        const byte = data[offset++]!;
+        value |= BigInt(byte & 0x7f) << shift;
+        if (byte < 0x80) return value;
+      }
+    };
+    while (offset < data.length) {
+      const key = Number(varint());
+      if ((key & 7) === 0) {
+        visit(key >> 3, varint());
+      } else if ((key & 7) === 2) {
+        const length = Number(varint());
+        visit(key >> 3, data.subarray(offset, offset + length));
+        offset += length;
+      } else {
+        throw new Error(`unexpected wire type ${key & 7}`);
+      }
+    }
+  };
+  fields(bytes, (field, value) => {
+    if (!(value instanceof Uint8Array)) return;
+    if (field === 4) fields(value, (f, v) => f === 3 && typeof v === "bigint" && addresses.push(v));
+    if (field === 3) {
+      fields(value, (f, v) => (f === 2 || f === 3) && typeof v === "bigint" && addresses.push(v));
+    }
+    if (field === 6) strings.push(new TextDecoder().decode(value));
+  });
+  return { addresses, strings };
+}
+
+Deno.test(tracingTest("a recorded pprof holds no kernel address unless --kernel-addresses asks", async () => {
+  const syscalls = await buildWorkload("syscalls", FP_FLAGS);
+  const { start, end } = kernelText();
+  const inKernel = (address: bigint) => address >= start && address < end;
+  const dir = tempDir();
+  try {
+    const plain = await runCli(["record", "-o", `${dir}/plain.pb.gz`, "--", syscalls, "2"]);
+    assert.equal(plain.code, 0, plain.stderr);
+    const hidden = pprofContents(gunzipSync(Deno.readFileSync(`${dir}/plain.pb.gz`)));
+    // The workload spends its time in read and write: kernel frames are there, by name.
+    assert.ok(hidden.strings.some((s) => /^(ksys|vfs)_(read|write)$/.test(s)), "kernel functions are named");
+    assert.ok(hidden.addresses.length > 0, "user frames keep their addresses");
+    assert.deepEqual(hidden.addresses.filter(inKernel).map((a) => a.toString(16)), []);
+    assert.deepEqual(hidden.strings.filter((s) => /ffffffff[0-9a-f]{8}/.test(s)), []);
+    assert.equal(Deno.statSync(`${dir}/plain.pb.gz`).mode! & 0o7777, created(0o644));
+
+    const asked = await runCli([
+      "record",
+      "--kernel-addresses",
+      "-o",
+      `${dir}/asked.pb.gz`,
+      "--",
+      syscalls,
+      "2",
+    ]);
+    assert.equal(asked.code, 0, asked.stderr);
+    const kept = pprofContents(gunzipSync(Deno.readFileSync(`${dir}/asked.pb.gz`)));
+    assert.ok(kept.addresses.filter(inKernel).length > 0, "exact kernel addresses, as asked");
+    assert.equal(Deno.statSync(`${dir}/asked.pb.gz`).mode! & 0o7777, 0o600, "readable by its owner only");
+    assert.match(asked.stderr, /it holds kernel addresses: mode 0600/);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}));

@@ -23,6 +23,7 @@ import { getLogger } from "../log/logger.ts";
 import { gzipSync } from "node:zlib";
 import { encodeOtlpProfiles } from "../output/otlp.ts";
 import { encodePprof } from "../output/pprof.ts";
+import { withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import type { Profile } from "../profile/profile.ts";
 import type { OutputDirectory } from "../record/output_directory.ts";
 import { Recorder } from "../record/recorder.ts";
@@ -156,8 +157,10 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
     },
   });
 
-  const collect = (profile: Profile) => {
+  const collect = (recorded: Profile) => {
     const seq = ++intervals;
+    // Kernel addresses reveal where the kernel is loaded: a service sends and keeps none.
+    const profile = withoutKernelAddresses(recorded);
     const start = new Date(Math.round(profile.startTimeNs / 1e6)).toISOString();
     let samples = 0;
     for (const sample of profile.samples) samples += sample.count;

@@ -6,6 +6,7 @@
  * @module
  */
 import { parseOptions } from "./options.ts";
+import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
@@ -70,7 +71,9 @@ export async function diffCommand(argv: string[]): Promise<number> {
     });
     status.update(`writing ${output.path}`);
     try {
-      await output.write(html);
+      // The page names the functions of both profiles: private if one is a kernel address.
+      const kernelAddresses = [before, after].some((p) => holdsKernelAddresses(p, { namesOnly: true }));
+      await output.write(html, { private: kernelAddresses });
     } finally {
       status.clear();
     }

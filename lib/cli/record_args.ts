@@ -37,6 +37,8 @@ export interface RecordArgs {
   idle: boolean;
   /** Where to write the session's counters as JSON, or null. */
   statsPath: string | null;
+  /** Keep exact kernel addresses in the profile (it is then readable by its owner only). */
+  kernelAddresses: boolean;
 }
 
 export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
@@ -55,6 +57,9 @@ Options:
       --demo               profile the built-in demo workload (5 s unless -d)
       --idle               also record idle CPUs
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
+      --kernel-addresses   keep exact kernel addresses (pprof locations, unnamed kernel frames); they
+                           reveal where the kernel is loaded (KASLR), so the file is then made readable
+                           by its owner only (0600). Default: kernel frames are function names only
   -h, --help               show this help
 
 Output: FILE is replaced atomically by a complete new file (0644, less the umask), which belongs to the
@@ -98,6 +103,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         demo: { type: "boolean" },
         idle: { type: "boolean" },
         stats: { type: "string" },
+        "kernel-addresses": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     );
@@ -154,6 +160,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     demo,
     idle: values.idle ?? false,
     statsPath: values.stats ?? null,
+    kernelAddresses: values["kernel-addresses"] ?? false,
   };
 }
 

@@ -11,6 +11,7 @@ import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
 import { OutputFile, STDOUT_PATH } from "../record/output_file.ts";
+import { holdsKernelAddresses, withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession } from "../record/session.ts";
@@ -186,10 +187,13 @@ export async function recordCommand(argv: string[]): Promise<number> {
   if (result.stoppedBy === "exited") {
     status.note(`${args.pids.length > 1 ? "the processes" : `PID ${args.pids[0]}`} exited: stopped`);
   }
-  const data = await encodeProfile(result.profile, args, target, status);
+  // Kernel addresses reveal where the kernel is loaded: kept only when asked, and then for the owner only.
+  const profile = args.kernelAddresses ? result.profile : withoutKernelAddresses(result.profile);
+  const data = await encodeProfile(profile, args, target, status);
+  const kernelAddresses = holdsKernelAddresses(profile, { namesOnly: args.format !== "pprof" });
   status.update(`writing ${args.output}`);
   try {
-    await outputs.profile.write(data);
+    await outputs.profile.write(data, { private: kernelAddresses });
   } finally {
     status.clear();
   }
@@ -198,7 +202,8 @@ export async function recordCommand(argv: string[]): Promise<number> {
   status.note(
     `wrote ${args.output === STDOUT_PATH ? "standard output" : args.output} (${args.format}): ` +
       `${result.samples} samples, ${stacks} distinct stacks` +
-      (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost"),
+      (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost") +
+      (kernelAddresses && outputs.profile.kind === "file" ? "; it holds kernel addresses: mode 0600" : ""),
   );
   logger.debug("BPF metrics {metrics}", { metrics: result.metrics });
   if (args.statsPath !== null) {

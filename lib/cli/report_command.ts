@@ -11,6 +11,7 @@ import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
+import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
@@ -100,7 +101,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
       : formatSpeedscope(profile, { name: baseName(path) });
     status.update(`writing ${output.path}`);
     try {
-      await output.write(data);
+      // Names are all these formats take of a profile: private if one is a kernel address.
+      await output.write(data, { private: holdsKernelAddresses(profile, { namesOnly: true }) });
     } finally {
       status.clear();
     }

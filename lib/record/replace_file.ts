@@ -3,7 +3,8 @@
  * without leaving half a file anywhere:
  *
  * 1. The bytes go to an unnamed file in the folder (`O_TMPFILE`), which the kernel frees if omniprof dies
- *    before step 3, whatever kills it. Where the file system has no unnamed files, to a new file with a
+ *    before step 3, whatever kills it (to replace an existing file, it gets a random name for the instant
+ *    between its link and the rename). Where the file system has no unnamed files, to a new file with a
  *    random name (64 bits from the system's random generator), created with `O_CREAT|O_EXCL|O_NOFOLLOW`:
  *    a file or link planted at any name it could pick makes the create fail, never redirects it.
  * 2. It is given to the user who asked for it (sudo's `SUDO_UID`), then flushed to disk.

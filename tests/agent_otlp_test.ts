@@ -509,6 +509,9 @@ Deno.test(
           assert.ok(Math.abs(profile.startTimeNs - previousEnd) < 2e6, "intervals are contiguous");
         }
         previousEnd = profile.startTimeNs + profile.durationNs;
+        // Kernel frames are named, without the addresses that tell where the kernel is loaded.
+        const kernelAddresses = profile.locations.filter((l) => l.kind === "kernel" && l.address !== 0);
+        assert.deepEqual(kernelAddresses, [], `${name} holds no kernel address`);
         for (const sample of profile.samples) {
           if (sample.pid !== workload.child.pid) continue;
           const frames = sample.locations.map((index) => profile.locations[index]!.functionName).reverse();

@@ -20,12 +20,12 @@
  * @module
  */
 import { getLogger } from "../log/logger.ts";
-import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { encodeOtlpProfiles } from "../output/otlp.ts";
 import { encodePprof } from "../output/pprof.ts";
+import { withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import type { Profile } from "../profile/profile.ts";
-import { writeOutput } from "../record/output_file.ts";
+import type { OutputDirectory } from "../record/output_directory.ts";
 import { Recorder } from "../record/recorder.ts";
 import { Backoff } from "./backoff.ts";
 import { ExportQueue, type QueueItem, type QueueStats } from "./export_queue.ts";
@@ -46,7 +46,7 @@ export interface AgentOptions {
   /** Where OTLP goes, or null (pprof files only). */
   exporter: ProfileExporter | null;
   /** Folder for one pprof file per interval, or null. */
-  pprofDir: string | null;
+  pprofDir: OutputDirectory | null;
   /** Most unsent profiles held in memory. */
   bufferLimit: number;
   /** Longest time spent sending what is held after a stop, ms. */
@@ -157,8 +157,10 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
     },
   });
 
-  const collect = (profile: Profile) => {
+  const collect = (recorded: Profile) => {
     const seq = ++intervals;
+    // Kernel addresses reveal where the kernel is loaded: a service sends and keeps none.
+    const profile = withoutKernelAddresses(recorded);
     const start = new Date(Math.round(profile.startTimeNs / 1e6)).toISOString();
     let samples = 0;
     for (const sample of profile.samples) samples += sample.count;
@@ -189,10 +191,11 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
       }
     }
     if (pprofDir !== null) {
-      const path = join(pprofDir, `omniprof-${start.replace(/[-:]/g, "")}.pb.gz`);
+      const name = `omniprof-${start.replace(/[-:]/g, "")}.pb.gz`;
+      let path = `${pprofDir.path}/${name}`;
       try {
         // Synchronous gzip: the agent loads node:zlib for its OTLP bodies anyway.
-        writeOutput(path, gzipSync(encodePprof(profile)));
+        path = pprofDir.write(name, gzipSync(encodePprof(profile)));
         pprofFiles++;
         logger.info("interval {seq} from {start}: {samples} samples of {processes} processes, wrote {path}", {
           seq,
@@ -214,7 +217,7 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
       {
         hz: options.frequencyHz,
         seconds: intervalMs / 1000,
-        target: [exporter?.target, pprofDir].filter((t) => t != null).join(" and "),
+        target: [exporter?.target, pprofDir?.path].filter((t) => t != null).join(" and "),
       },
     );
     // Ticks at fixed times from the start, so intervals do not drift by the time taking a profile costs.

@@ -21,11 +21,10 @@ import {
   parseHeaderFile,
   parseOtlpHeadersVariable,
 } from "../agent/otlp_headers.ts";
-import { checkWritable } from "../record/output_file.ts";
 import { InputFileError, readInputFile } from "../sys/input_file.ts";
+import { OutputDirectory } from "../record/output_directory.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseOptions } from "./options.ts";
-import { join } from "node:path";
 import { CommandError } from "./record_command.ts";
 import { UsageError } from "./usage_error.ts";
 import { MAX_COUNT, parseFrequency, parseSeconds, parseWholeNumber } from "./numbers.ts";
@@ -220,8 +219,8 @@ export async function readCaFile(args: AgentArgs): Promise<string | null> {
   return text;
 }
 
-/** Checks that need no BPF: fail before anything starts. */
-function preflight(args: AgentArgs): void {
+/** Checks that need no BPF: fail before anything starts. Returns the pprof folder, held open. */
+function preflight(args: AgentArgs): OutputDirectory | null {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -237,15 +236,16 @@ function preflight(args: AgentArgs): void {
       throw new CommandError(`--pprof-dir ${args.pprofDir}: no such folder`);
     }
     if (!isDirectory) throw new CommandError(`--pprof-dir ${args.pprofDir}: not a folder`);
-    try {
-      checkWritable(join(args.pprofDir, "omniprof-check.pb.gz"));
-    } catch (error) {
-      throw new CommandError(
-        `--pprof-dir ${args.pprofDir}: ${error instanceof Error ? error.message : error}`,
-      );
-    }
   }
-  libbpf();
+  let pprofDir: OutputDirectory | null = null;
+  try {
+    if (args.pprofDir !== null) pprofDir = OutputDirectory.open(args.pprofDir);
+    libbpf();
+  } catch (error) {
+    pprofDir?.close();
+    throw error;
+  }
+  return pprofDir;
 }
 
 /** Runs `agent` with its arguments; returns the exit code. */
@@ -264,7 +264,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
   // Secrets and certificates are read before anything starts, so a mistake in them stops the agent at once.
   const headers = args.endpoint === null ? {} : await requestHeaders(args, Deno.env.toObject());
   const caCert = await readCaFile(args);
-  preflight(args);
+  using pprofDir = preflight(args);
   // A service logs what it does: its start, each interval, each failed export (OMNIPROF_LOG still rules).
   if (Deno.env.get("OMNIPROF_LOG") === undefined) configureLogging({ level: "info" });
 
@@ -290,7 +290,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       frequencyHz: args.frequencyHz,
       intervalMs: args.intervalSeconds * 1000,
       exporter,
-      pprofDir: args.pprofDir,
+      pprofDir,
       bufferLimit: args.bufferLimit,
       shutdownTimeoutMs: args.shutdownTimeoutSeconds * 1000,
       signal: stop.signal,

@@ -7,7 +7,8 @@
  */
 import { parseOptions } from "./options.ts";
 import { MAX_COUNT, parseWholeNumber } from "./numbers.ts";
-import { checkWritable, writeOutput } from "../record/output_file.ts";
+import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
+import { OutputFile } from "../record/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
@@ -55,10 +56,10 @@ export async function diffCommand(argv: string[]): Promise<number> {
       limit = parseWholeNumber(values.top, "-n", { min: 1, max: MAX_COUNT });
     } catch (error) {
       console.error(`omniprof diff: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-      return Promise.resolve(2);
+      return 2;
     }
   }
-  if (values.html !== undefined) checkWritable(values.html);
+  using output = values.html === undefined ? null : OutputFile.open(values.html);
   const before = await readPprofFile(beforePath);
   const after = await readPprofFile(afterPath);
   const diff = diffProfiles(before, after);
@@ -66,20 +67,22 @@ export async function diffCommand(argv: string[]): Promise<number> {
   console.log(`after:  ${describe(afterPath, after)}`);
   console.log("Shares of each profile's samples; changes in percentage points (pp).\n");
   console.log(formatDiffTable(diff, { limit }));
-  if (values.html !== undefined) {
+  if (output !== null) {
     const status = new StatusLine();
     const html = formatDiffHtml(before, after, {
       title: `${baseName(beforePath)} → ${baseName(afterPath)}`,
       seriesNames: [beforePath, afterPath],
-      onProgress: progressReporter(status, `writing ${values.html}`),
+      onProgress: progressReporter(status, `writing ${output.path}`),
     });
-    status.update(`writing ${values.html}`);
+    status.update(`writing ${output.path}`);
     try {
-      writeOutput(values.html, html);
+      // The page names the functions of both profiles: private if one is a kernel address.
+      const kernelAddresses = [before, after].some((p) => holdsKernelAddresses(p, { namesOnly: true }));
+      await output.write(html, { private: kernelAddresses });
     } finally {
       status.clear();
     }
-    status.note(`wrote ${values.html} (differential flamegraph)`);
+    status.note(`wrote ${output.path} (differential flamegraph)`);
   }
   return 0;
 }

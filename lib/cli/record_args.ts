@@ -41,6 +41,8 @@ export interface RecordArgs {
   idle: boolean;
   /** Where to write the session's counters as JSON, or null. */
   statsPath: string | null;
+  /** Keep exact kernel addresses in the profile (it is then readable by its owner only). */
+  kernelAddresses: boolean;
 }
 
 export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
@@ -68,7 +70,15 @@ Options:
       --demo               profile the built-in demo workload (5 s unless -d)
       --idle               also record idle CPUs
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
+      --kernel-addresses   keep exact kernel addresses (pprof locations, unnamed kernel frames); they
+                           reveal where the kernel is loaded (KASLR), so the file is then made readable
+                           by its owner only (0600). Default: kernel frames are function names only
   -h, --help               show this help
+
+Output: FILE is replaced atomically by a complete new file (0644, less the umask), which belongs to the
+user who ran sudo when run with sudo. If FILE is changed while recording (say a link is put there), it is
+left alone and the profile is kept beside it under a new name, which omniprof prints. A link at FILE is
+followed only when it belongs to you or root. A FIFO waits up to 10 s for a reader.
 `;
 
 /** Infers the format from a file name, or null when the extension says nothing. */
@@ -98,6 +108,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         demo: { type: "boolean" },
         idle: { type: "boolean" },
         stats: { type: "string" },
+        "kernel-addresses": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     );
@@ -144,5 +155,6 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     demo,
     idle: values.idle ?? false,
     statsPath: values.stats ?? null,
+    kernelAddresses: values["kernel-addresses"] ?? false,
   };
 }

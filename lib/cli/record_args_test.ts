@@ -29,6 +29,11 @@ Deno.test("parseRecordArgs() lets --format override the extension", () => {
   assert.equal(parseRecordArgs(["-o", "a.out", "--format", "folded"]).format, "folded");
 });
 
+Deno.test("parseRecordArgs() keeps kernel addresses only when asked", () => {
+  assert.equal(parseRecordArgs([]).kernelAddresses, false);
+  assert.equal(parseRecordArgs(["--kernel-addresses"]).kernelAddresses, true);
+});
+
 Deno.test("parseRecordArgs() gives --demo a default duration", () => {
   assert.equal(parseRecordArgs(["--demo"]).durationSeconds, 5);
   assert.equal(parseRecordArgs(["--demo", "-d", "2"]).durationSeconds, 2);

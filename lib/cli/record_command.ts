@@ -10,7 +10,8 @@ import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, STDOUT_PATH, writeOutput } from "../record/output_file.ts";
+import { OutputFile, STDOUT_PATH } from "../record/output_file.ts";
+import { holdsKernelAddresses, withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import { runningProcess } from "../process/liveness.ts";
 import type { ProcessKey } from "../process/process_key.ts";
 import { CommandGroup, STOP_GRACE_MS } from "../process/command_group.ts";
@@ -27,11 +28,17 @@ export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
 
-/**
- * Checks that need no BPF: fail before anything starts. Returns the processes `-p` names, each with its
- * start time, so that a PID taken over by another process later is not mistaken for it.
- */
-export function preflight(args: RecordArgs): ProcessKey[] {
+/** What a recording checked and opened before it starts. */
+export interface RecordPreflight extends Disposable {
+  /** The processes `-p` names, each with its start time, so that a PID taken over later is not mistaken. */
+  processes: ProcessKey[];
+  /** The files it writes, held open until written. */
+  profile: OutputFile;
+  stats: OutputFile | null;
+}
+
+/** Checks that need no BPF: fail before anything starts. */
+export function preflight(args: RecordArgs): RecordPreflight {
   const missing = missingTracingCapabilities(currentCapabilities());
   if (missing.length > 0) {
     throw new CommandError(
@@ -44,10 +51,24 @@ export function preflight(args: RecordArgs): ProcessKey[] {
     if (process === null) throw new CommandError(`No process with PID ${pid}`);
     return process;
   });
-  checkWritable(args.output);
-  if (args.statsPath !== null) checkWritable(args.statsPath);
-  libbpf();
-  return processes;
+  const profile = OutputFile.open(args.output);
+  let stats: OutputFile | null = null;
+  try {
+    if (args.statsPath !== null) stats = OutputFile.open(args.statsPath);
+    libbpf();
+  } catch (error) {
+    profile.close();
+    throw error;
+  }
+  return {
+    processes,
+    profile,
+    stats,
+    [Symbol.dispose]() {
+      profile.close();
+      stats?.close();
+    },
+  };
 }
 
 /** Where the shell would find `name`, or undefined. */
@@ -122,8 +143,8 @@ export async function recordCommand(argv: string[]): Promise<number> {
   // Caught from here to the end: a signal never ends omniprof halfway (a command left running, a
   // temporary file left behind); each phase decides what it means.
   using interrupts = Interrupts.listen();
-  const processes = preflight(args);
-
+  using outputs = preflight(args);
+  const processes = outputs.processes;
   const status = new StatusLine();
   // Loaded only when used, like the output formats below: every module costs start-up time.
   const demo = args.demo ? await import("../../support/demo/demo_workload.ts") : null;
@@ -181,16 +202,23 @@ export async function recordCommand(argv: string[]): Promise<number> {
   if (result.stoppedBy === "exited") {
     status.note(`${args.pids.length > 1 ? "the processes" : `PID ${args.pids[0]}`} exited: stopped`);
   }
-  const data = await encodeProfile(result.profile, args, target, status);
+  // Kernel addresses reveal where the kernel is loaded: kept only when asked, and then for the owner only.
+  const profile = args.kernelAddresses ? result.profile : withoutKernelAddresses(result.profile);
+  const data = await encodeProfile(profile, args, target, status);
+  const kernelAddresses = holdsKernelAddresses(profile, { namesOnly: args.format !== "pprof" });
   status.update(`writing ${args.output}`);
-  writeOutput(args.output, data);
-  status.clear();
+  try {
+    await outputs.profile.write(data, { private: kernelAddresses });
+  } finally {
+    status.clear();
+  }
   const lost = result.metrics.TracesLost + result.metrics.EventsLost;
   const stacks = result.profile.samples.length;
   status.note(
     `wrote ${args.output === STDOUT_PATH ? "standard output" : args.output} (${args.format}): ` +
       `${result.samples} samples, ${stacks} distinct stacks` +
-      (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost"),
+      (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost") +
+      (kernelAddresses && outputs.profile.kind === "file" ? "; it holds kernel addresses: mode 0600" : ""),
   );
   logger.debug("BPF metrics {metrics}", { metrics: result.metrics });
   if (args.statsPath !== null) {
@@ -206,7 +234,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       processes: result.processStats,
       unwinding: result.unwindStats,
     };
-    writeOutput(args.statsPath, JSON.stringify(stats, null, 2) + "\n");
+    await outputs.stats?.write(JSON.stringify(stats, null, 2) + "\n");
   }
   if (result.failedRecords > 0) {
     status.note(

@@ -12,7 +12,8 @@ import { formatFlamegraphHtml } from "../output/html/flamegraph.ts";
 import { decodePprof, PPROF_LIMITS } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
-import { checkWritable, writeOutput } from "../record/output_file.ts";
+import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
+import { OutputFile } from "../record/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
@@ -89,11 +90,11 @@ export async function reportCommand(argv: string[]): Promise<number> {
       limit = parseWholeNumber(values.top, "-n", { min: 1, max: MAX_COUNT });
     } catch (error) {
       console.error(`omniprof report: ${error instanceof Error ? error.message : error}\n\n${USAGE}`);
-      return Promise.resolve(2);
+      return 2;
     }
   }
-  const output = values.html ?? values.speedscope;
-  if (output !== undefined) checkWritable(output);
+  const outputPath = values.html ?? values.speedscope;
+  using output = outputPath === undefined ? null : OutputFile.open(outputPath);
   const profile = await readPprofFile(path);
   if (values.folded) {
     // writeSync may write part of a large buffer to a pipe: loop until all of it is out.
@@ -101,22 +102,23 @@ export async function reportCommand(argv: string[]): Promise<number> {
     for (let offset = 0; offset < bytes.length;) offset += Deno.stdout.writeSync(bytes.subarray(offset));
     return 0;
   }
-  if (output !== undefined) {
+  if (output !== null) {
     const status = new StatusLine();
     const data = values.html !== undefined
       ? formatFlamegraphHtml(profile, {
         title: baseName(path),
         seriesNames: [path],
-        onProgress: progressReporter(status, `writing ${output}`),
+        onProgress: progressReporter(status, `writing ${output.path}`),
       })
       : formatSpeedscope(profile, { name: baseName(path) });
-    status.update(`writing ${output}`);
+    status.update(`writing ${output.path}`);
     try {
-      writeOutput(output, data);
+      // Names are all these formats take of a profile: private if one is a kernel address.
+      await output.write(data, { private: holdsKernelAddresses(profile, { namesOnly: true }) });
     } finally {
       status.clear();
     }
-    status.note(`wrote ${output} (${values.html !== undefined ? "html" : "speedscope"})`);
+    status.note(`wrote ${output.path} (${values.html !== undefined ? "html" : "speedscope"})`);
     return 0;
   }
   const total = totalSampleCount(profile);

@@ -1,7 +1,8 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2,
- * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, and the file calls Deno's own API
- * lacks (opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor), and errno.
+ * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, errno, and the file calls Deno's own
+ * API lacks: opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor, and the
+ * `*at` calls that write output files relative to a folder held open.
  *
  * @example
  * ```ts
@@ -46,6 +47,16 @@ const symbols = {
   prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
   // syscall() again, for calls whose arguments are all integers (pidfd_open, pidfd_send_signal).
   syscall_integers: { name: "syscall", parameters: ["i64", "i64", "i64", "i64", "i64"], result: "i64" },
+  // openat's mode is variadic; on x86-64 it travels in the same register either way (see syscall above).
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
+  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  fsync: { parameters: ["i32"], result: "i32" },
+  // On a worker thread: waiting for a slow reader never blocks the event loop.
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

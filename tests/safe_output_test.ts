@@ -3,6 +3,7 @@
 // and no output holds kernel addresses (which tell where the kernel is loaded) unless asked. These run
 // the real CLI on the kernel path and need root.
 import assert from "node:assert/strict";
+import { bootstrapped, requiring } from "../lib/testing/requirements.ts";
 import { gunzipSync } from "node:zlib";
 import { encodePprof } from "../lib/output/pprof.ts";
 import type { Profile } from "../lib/profile/profile.ts";
@@ -144,9 +145,8 @@ Deno.test(tracingTest("a profile recorded under sudo belongs to the user who ran
   }
 }));
 
-Deno.test({
+Deno.test(requiring([bootstrapped(Deno.uid() === 0 ? null : "needs root (files of another user)")], {
   name: "report --html and diff --html under sudo write a file of the user who ran sudo",
-  ignore: Deno.uid() !== 0,
   fn: async () => {
     const dir = tempDir();
     try {
@@ -181,7 +181,7 @@ Deno.test({
       Deno.removeSync(dir, { recursive: true });
     }
   },
-});
+}));
 if (Deno.uid() !== 0) console.log("SKIP report --html under sudo: needs root to give files away");
 
 /** The kernel's text, `_text` to `_etext`, from /proc/kallsyms. */

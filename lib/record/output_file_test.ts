@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { bootstrapped, requiring } from "../testing/requirements.ts";
 import { OutputFile } from "./output_file.ts";
 
 /** Whether `a` and `b` hold the same bytes (assert's diff of two large arrays would take minutes). */
@@ -90,9 +91,8 @@ Deno.test(
   }),
 );
 
-Deno.test({
+Deno.test(requiring([bootstrapped(isRoot ? null : "needs root (files of another user)")], {
   name: "OutputFile refuses a link that belongs to another user, before anything is recorded",
-  ignore: !isRoot,
   fn: inTempDir((dir) => {
     Deno.writeTextFileSync(`${dir}/victim`, "precious");
     symlinkOf(NOBODY, `${dir}/victim`, `${dir}/out.pb.gz`);
@@ -102,7 +102,7 @@ Deno.test({
     );
     assert.equal(Deno.readTextFileSync(`${dir}/victim`), "precious");
   }),
-});
+}));
 if (!isRoot) console.log("SKIP OutputFile refuses a link of another user: needs root to make one");
 
 Deno.test(
@@ -156,9 +156,8 @@ Deno.test(
   }),
 );
 
-Deno.test({
+Deno.test(requiring([bootstrapped(isRoot ? null : "needs root (files of another user)")], {
   name: "OutputFile gives a new file to the user who ran sudo",
-  ignore: !isRoot,
   fn: inTempDir(async (dir) => {
     using output = OutputFile.open(`${dir}/mine.folded`, { owner: { uid: NOBODY, gid: NOBODY } });
     await output.write("main 1\n");
@@ -172,7 +171,7 @@ Deno.test({
     await through.write("new");
     assert.equal(Deno.readTextFileSync(`${dir}/target.folded`), "new");
   }),
-});
+}));
 
 Deno.test(
   "device nodes and /proc links are written in place, never replaced; standard output's names are stdout",

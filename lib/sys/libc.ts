@@ -1,6 +1,7 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open), mmap
- * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, and errno.
+ * for ring buffers, epoll to wait for them, ioctl, open/close for pinned file descriptors, errno, and free()
+ * for what other C libraries allocate.
  *
  * @example
  * ```ts
@@ -33,6 +34,7 @@ const symbols = {
   epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
   setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  free: { parameters: ["pointer"], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

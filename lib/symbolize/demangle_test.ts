@@ -89,7 +89,7 @@ Deno.test({
 
 Deno.test({
   name: "demangle() returns at once on names that hang libstdc++'s older copy of the demangler",
-  ignore: gnuMissing !== null,
+  ignore: gnuMissing !== null || !hasTool("c++filt"),
   async fn() {
     // Mutations of LLVM's names on which GCC 12's __cxa_demangle (Debian 12's libstdc++) never returns.
     // Run in a child process, so that a regression fails this test instead of hanging the suite.
@@ -112,7 +112,7 @@ Deno.test({
     });
     const out = await child.output();
     assert.ok(out.success, decoder.decode(out.stderr));
-    assert.deepEqual(JSON.parse(decoder.decode(out.stdout)), names, "malformed names stay as they are");
+    assert.deepEqual(JSON.parse(decoder.decode(out.stdout)), await cxxfilt(names));
   },
 });
 

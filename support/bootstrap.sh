@@ -16,8 +16,9 @@ have() { command -v "$1" >/dev/null 2>&1; }
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 # Build tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the demo
-# workload, npm fetches deno.
-packages=(clang llvm libbpf1 libbpf-dev gcc libc6-dev)
+# workload, npm fetches deno. binutils' libbfd demangles C++ and Rust names (gcc brings it too); its nm and
+# c++filt are what the symbolizer's tests compare with.
+packages=(clang llvm libbpf1 libbpf-dev gcc libc6-dev binutils)
 # Only for the tests (`deno task test`, CI): g++ builds the C++ workload, tmux is the terminal the live
 # `top` test drives, chromium runs the HTML flamegraph test, time measures the peak memory of `report` on
 # hostile input, openssl makes the private CA of the agent's TLS tests.

@@ -112,29 +112,38 @@ export interface CliResult {
   stderr: string;
 }
 
+/** Options of {@link runCli}. */
+export interface CliOptions {
+  /** Variables added to the environment. */
+  env?: Record<string, string>;
+  /**
+   * Capabilities (setpriv's names, e.g. "bpf") the CLI runs without: taken from its bounding, inheritable
+   * and ambient sets, so that not even an exec of a root-owned file gets them back. The user stays the
+   * same, so the checkout is readable wherever it lives (a home of mode 0700 included).
+   */
+  withoutCapabilities?: string[];
+}
+
 /** Runs `deno run -A main.ts ARGS` from the repository root. */
-export async function runCli(args: string[], options: { env?: Record<string, string>; uid?: number } = {}) {
-  const command = options.uid === undefined
-    ? new Deno.Command(Deno.execPath(), {
-      args: omniprofArgs(args),
-      cwd: root,
-      env: { ...DENO_RUN_ENV, ...options.env },
-      stdout: "piped",
-      stderr: "piped",
-    })
-    : new Deno.Command("setpriv", {
-      args: [
-        `--reuid=${options.uid}`,
-        `--regid=${options.uid}`,
-        "--clear-groups",
-        Deno.execPath(),
-        ...omniprofArgs(args),
-      ],
-      cwd: root,
-      env: { ...DENO_RUN_ENV, ...options.env },
-      stdout: "piped",
-      stderr: "piped",
-    });
+export async function runCli(args: string[], options: CliOptions = {}) {
+  const drop = options.withoutCapabilities?.map((capability) => `-${capability}`).join(",");
+  const [program, programArgs] = drop === undefined ? [Deno.execPath(), omniprofArgs(args)] : [
+    "setpriv",
+    [
+      `--inh-caps=${drop}`,
+      `--ambient-caps=${drop}`,
+      `--bounding-set=${drop}`,
+      Deno.execPath(),
+      ...omniprofArgs(args),
+    ],
+  ];
+  const command = new Deno.Command(program, {
+    args: programArgs,
+    cwd: root,
+    env: { ...DENO_RUN_ENV, ...options.env },
+    stdout: "piped",
+    stderr: "piped",
+  });
   const output = await command.output();
   const decoder = new TextDecoder();
   return {

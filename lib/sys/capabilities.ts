@@ -15,6 +15,8 @@
  * @module
  */
 
+/** Lets a process drop capabilities from its bounding set (what the tests do to run without some). */
+export const CAP_SETPCAP = 8;
 export const CAP_SYS_ADMIN = 21;
 export const CAP_SYS_PTRACE = 19;
 export const CAP_PERFMON = 38;

@@ -1,8 +1,9 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2,
  * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, errno, and the file calls Deno's own
- * API lacks: opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor, and the
- * `*at` calls that write output files relative to a folder held open.
+ * API lacks: opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor, the
+ * `*at` calls that write output files relative to a folder held open, and free() for what other C
+ * libraries allocate.
  *
  * @example
  * ```ts
@@ -57,6 +58,7 @@ const symbols = {
   fsync: { parameters: ["i32"], result: "i32" },
   // On a worker thread: waiting for a slow reader never blocks the event loop.
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  free: { parameters: ["pointer"], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

@@ -98,7 +98,8 @@ find_deno() {
 if ! deno_bin=$(find_deno) || [ "$("$deno_bin" --version | head -1 | cut -d' ' -f2)" != "$deno_version" ]; then
   echo "bootstrap: installing deno $deno_version from npm into .tools/" >&2
   mkdir -p "$tools"
-  npm install --silent --no-save --no-audit --no-fund --prefix "$tools" "deno@$deno_version" >/dev/null
+  npm install --loglevel=error --no-save --no-audit --no-fund --prefix "$tools" "deno@$deno_version" >/dev/null ||
+    { echo "bootstrap: npm could not install deno $deno_version (its error is above)" >&2; exit 1; }
   deno_bin=$(find_deno) || { echo "bootstrap: npm installed no deno binary" >&2; exit 1; }
 fi
 mkdir -p "$tools/bin"
@@ -106,6 +107,9 @@ ln -sf "$deno_bin" "$tools/bin/deno"
 export PATH="$tools/bin:$PATH"
 # Deno's servers are out of reach here, and the check for a newer Deno costs every start a TLS set-up.
 export DENO_NO_UPDATE_CHECK=1
+# Deno trusts its own copy of Mozilla's CA list only; npm, git and apt trust the system's. Behind a proxy
+# whose CA the system was told to trust, Deno's npm downloads fail unless it trusts the system's too.
+export DENO_TLS_CA_STORE="${DENO_TLS_CA_STORE:-mozilla,system}"
 
 cd "$top"
 [ $# -gt 0 ] || exit 0

@@ -18,6 +18,7 @@ import { REPO_ROOT } from "../tests/helpers.ts";
 import { dependencyClosure, type InstalledPackage, installedPackages, packagesOwning } from "./dpkg.ts";
 import { MINIMAL_SYSTEM_PACKAGES } from "./fresh_machine/debian_root.ts";
 import { type DynamicUse, type NamedUse, type ProgramScan, scanPrograms } from "./program_calls.ts";
+import { BOOTSTRAP_PROGRAMS } from "../lib/testing/requirements.ts";
 
 /** When bootstrap installs a package (the first column of support/bootstrap_packages.txt). */
 type When = "always" | "no-npm" | "test" | "peers";
@@ -42,7 +43,6 @@ const OPTIONAL: Record<string, string> = {
   perf: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   bpftrace: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "profile-bpfcc": "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
-  "/usr/bin/time": "measures the peers of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "qemu-system-x86_64": "`deno task test-kernel` boots other kernels in it; .ci/run installs it.",
   make: "`deno task build-kernel` builds a kernel from source; kernels/README.md says what that needs.",
   "scripts/kconfig/merge_config.sh": "a script of the kernel source tree `deno task build-kernel` builds.",
@@ -70,22 +70,16 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
     why: "DECOMPRESSORS, one per kernel image compression",
   },
   {
-    file: /^(lib\/bpf\/libbpf|tests\/kernel\/bpf_info)\.ts$/,
-    expression: /^libbpfPath\(\)$/,
-    runs: ["libbpf.so.1"],
-    why: "libbpf.so.1, or the library OMNIPROF_LIBBPF names",
+    file: /^lib\/bpf\/libbpf\.ts$/,
+    expression: /^Deno\.env\.get\("OMNIPROF_LIBBPF"\)$/,
+    runs: [],
+    why: "a libbpf the user names with OMNIPROF_LIBBPF instead of the system's",
   },
   {
     file: /^tests\/helpers\.ts$/,
     expression: /^compiler$/,
     runs: ["gcc", "g++"],
     why: "gcc for C, g++ for C++",
-  },
-  {
-    file: /^tests\/bench\/peer_output_test\.ts$/,
-    expression: /^TIME_PROGRAM$/,
-    runs: ["/usr/bin/time"],
-    why: "tests/bench/peers.ts's TIME_PROGRAM",
   },
   {
     file: /^(lib\/interpreter\/python\/|tests\/python_record_test\.ts)/,
@@ -114,7 +108,7 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   },
   {
     file: /^lib\/cli\/record_command\.ts$/,
-    expression: /^args\.command\[0\]$/,
+    expression: /^(args\.command\[0\]|words\[0\]|words\.slice\(1\)\.find\(.*\))$/,
     runs: [],
     why: "the user's command (`record -- COMMAND`)",
   },
@@ -126,9 +120,15 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   },
   {
     file: /^tests\/kernel\/guest_(checks|suite)\.ts$/,
-    expression: /^(`\$\{(context\.)?workloads\}\/chain`|guestPython\(\))$/,
+    expression: /^`(\$\{(context\.)?workloads\}\/chain|\/usr\/bin\/\$\{entry\.name\})`$/,
     runs: [],
     why: "runs inside the qemu guest of `deno task test-kernel`, from its initramfs",
+  },
+  {
+    file: /^support\/bootstrap_packages_test\.ts$/,
+    expression: /./,
+    runs: [],
+    why: "this check's own lookups of the programs it found",
   },
 ];
 
@@ -218,6 +218,8 @@ interface Findings {
   scan: ProgramScan;
   roles: Map<string, Role>;
   installed: Map<string, InstalledPackage>;
+  /** Packages of a minimal Debian system with git and sudo, before bootstrap. */
+  base: Set<string>;
   /** Packages on a fresh machine once bootstrap ran for each role. */
   provided: Record<Role, Set<string>>;
 }
@@ -233,15 +235,17 @@ function getFindings(): Findings {
     .map((pkg) => pkg.name);
   const with_ = (previous: Set<string>, roots: string[]) =>
     new Set([...previous, ...dependencyClosure(roots, installed)]);
-  const always = with_(new Set(), [
-    ...minimal,
-    ...MINIMAL_SYSTEM_PACKAGES,
-    ...lists.get("always")!,
-    ...lists.get("no-npm")!,
-  ]);
+  const base = with_(new Set(), [...minimal, ...MINIMAL_SYSTEM_PACKAGES]);
+  const always = with_(base, [...lists.get("always")!, ...lists.get("no-npm")!]);
   const test = with_(always, lists.get("test")!);
   const tool = with_(test, lists.get("peers")!);
-  findings = { scan, roles: moduleRoles(modules, scan.imports), installed, provided: { always, test, tool } };
+  findings = {
+    scan,
+    roles: moduleRoles(modules, scan.imports),
+    installed,
+    base,
+    provided: { always, test, tool },
+  };
   return findings;
 }
 
@@ -301,19 +305,28 @@ Deno.test({
       e,
     ) => e.name);
     assert.ok(sources.length > 0);
+    // The same compiler and include paths as build.ts; -M lists every header, system ones included, as
+    // one make rule per source ("x.o: x.c a.h \\" continued).
+    const output = new Deno.Command("clang", {
+      args: [
+        "-target",
+        "bpf",
+        ...includes,
+        "-M",
+        ...sources.sort().map((source) => `${REPO_ROOT}bpf/${source}`),
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).outputSync();
+    assert.ok(output.success, `clang -M: ${decoder.decode(output.stderr)}`);
     const headers = new Map<string, string>();
-    for (const source of sources.sort()) {
-      // The same compiler and include paths as build.ts; -M lists every header, system ones included.
-      const output = new Deno.Command("clang", {
-        args: ["-target", "bpf", ...includes, "-M", `${REPO_ROOT}bpf/${source}`],
-        stdout: "piped",
-        stderr: "piped",
-      }).outputSync();
-      assert.ok(output.success, `clang -M bpf/${source}: ${decoder.decode(output.stderr)}`);
-      const paths = decoder.decode(output.stdout).replace(/\\\n/g, " ").split(":").slice(1).join(":").trim()
-        .split(/\s+/);
-      for (const path of paths) {
-        if (path.endsWith(".h") && !path.startsWith(REPO_ROOT)) headers.set(path, source);
+    for (const rule of decoder.decode(output.stdout).replace(/\\\n/g, " ").split("\n")) {
+      const prerequisites = rule.split(/:\s/)[1]?.trim().split(/\s+/) ?? [];
+      const source = prerequisites[0]?.slice(`${REPO_ROOT}bpf/`.length);
+      for (const path of prerequisites) {
+        if (path.endsWith(".h") && !path.startsWith(REPO_ROOT) && !headers.has(path)) {
+          headers.set(path, source!);
+        }
       }
     }
     assert.ok(
@@ -386,5 +399,41 @@ Deno.test({
     assert.deepEqual(problems, []);
     const stale = Object.keys(OPTIONAL).filter((name) => !optionalSeen.has(name));
     assert.deepEqual(stale, [], "OPTIONAL entries no code uses any more");
+  },
+});
+
+Deno.test({
+  name: "requiring() counts as bootstrapped the programs the tests use that bootstrap installs",
+  ignore: noDpkg !== null,
+  fn() {
+    // Under CI=true a test fails rather than skips without a program of BOOTSTRAP_PROGRAMS: that list
+    // must name each program bootstrap installs (beyond the minimal system) and nothing optional.
+    const f = getFindings();
+    const problems: string[] = [];
+    for (const name of BOOTSTRAP_PROGRAMS.keys()) {
+      if (name in OPTIONAL) problems.push(`${name} is both in BOOTSTRAP_PROGRAMS and optional here`);
+    }
+    const names = [
+      ...new Set(
+        f.scan.named.filter((use) =>
+          use.kind === "program" && !use.name.includes("/") && !(use.name in OPTIONAL) &&
+          f.roles.get(use.file) === "test"
+        ).map((use) => use.name),
+      ),
+      ...BOOTSTRAP_PROGRAMS.keys(),
+    ];
+    const paths = new Map(names.map((name) => [name, locate("program", name)]));
+    const owners = packagesOwning([...paths.values()].filter((path) => path !== null));
+    for (const [name, path] of paths) {
+      const owner = path === null ? undefined : owners.get(path);
+      if (!owner) continue; // reported by the check of every program above
+      const listed = BOOTSTRAP_PROGRAMS.get(name);
+      if (listed === undefined && !f.base.has(owner)) {
+        problems.push(`${name} comes from ${owner}, which bootstrap installs: add it to BOOTSTRAP_PROGRAMS`);
+      } else if (listed !== undefined && listed !== owner) {
+        problems.push(`BOOTSTRAP_PROGRAMS says ${name} comes from ${listed}, dpkg says ${owner}`);
+      }
+    }
+    assert.deepEqual(problems, []);
   },
 });

@@ -82,6 +82,8 @@ export function dependencyClosure(
     const name = pending.pop()!;
     if (closure.has(name)) continue;
     closure.add(name);
+    // A name no installed package has is satisfied by those that provide it (nodejs provides npm).
+    if (!installed.has(name)) pending.push(...(providers.get(name) ?? []));
     for (const alternatives of installed.get(name)?.depends ?? []) {
       // apt takes the first alternative it can; the first one installed here is the one it took.
       for (const alternative of alternatives) {

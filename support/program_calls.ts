@@ -1,8 +1,8 @@
 /**
  * The external programs and libraries the repository's TypeScript runs, read from its syntax, and which
  * module imports which. A program is found where it is written as a string:
- * - `new Deno.Command("gcc", ...)`, `Deno.dlopen("libc.so.6", ...)`, a `command -v ${tool}` probe, and
- *   Playwright's `executablePath`;
+ * - `new Deno.Command("gcc", ...)`, `Deno.dlopen("libc.so.6", ...)`, a `command -v ${tool}` probe, a
+ *   `${dir}/${tool}` lookup in a function that walks PATH, and Playwright's `executablePath`;
  * - through helpers that pass a parameter on to one of those (lib/testing/commands.ts's run() and
  *   hasTool(), a file's own run()), followed across imports to the strings their callers give, also
  *   through `tools.filter((tool) => ...)`, `for (const tool of [...])` and local constants.
@@ -53,6 +53,10 @@ type Value =
   | { kind: "param"; fn: string; index: number; rest: boolean; at: SourcePlace; expression: string }
   /** Deno itself (`Deno.execPath()`): not an external program. */
   | { kind: "deno" }
+  /** What a function returns, `fn` as the caller names it: looked up once every module is read. */
+  | { kind: "returns"; fn: string; at: SourcePlace; expression: string }
+  /** A constant another module exports: its value is looked up once every module is read. */
+  | { kind: "imported"; module: string; name: string; at: SourcePlace; expression: string }
   | { kind: "unknown"; at: SourcePlace; expression: string };
 
 /** A call of a function that may pass a program on: `name(args)` or `this.name(args)`. */
@@ -77,6 +81,10 @@ interface ModuleFacts {
   imports: string[];
   calls: CallSite[];
   sinks: Sink[];
+  /** Its top-level constants' values, by name. */
+  constants: Map<string, Value>;
+  /** What its functions return, by function name. */
+  returns: Map<string, Value[]>;
 }
 
 const ARRAY_CALLBACKS = new Set(["filter", "map", "flatMap", "some", "every", "find", "forEach"]);
@@ -114,6 +122,18 @@ function functionName(fn: Node): string | null {
   return null;
 }
 
+/** The function a call names, as the module sees it: `name(...)` or `this.name(...)`; null for others. */
+function calleeName(callee: Node): string | null {
+  if (callee.type === "Identifier") return callee.name;
+  if (callee.type !== "MemberExpression" || callee.object.type !== "ThisExpression") return null;
+  const property = callee.property;
+  return property.type === "PrivateIdentifier"
+    ? `#${property.name}`
+    : property.type === "Identifier"
+    ? property.name
+    : null;
+}
+
 /** The name a parameter binds, and whether it is a rest parameter. */
 function paramName(param: Deno.lint.Parameter): { name: string; rest: boolean } | null {
   if (param.type === "Identifier") return { name: param.name, rest: false };
@@ -136,7 +156,15 @@ function isFunction(
 
 /** Reads one module's facts. */
 function readModule(file: string, source: string): ModuleFacts {
-  const facts: ModuleFacts = { functions: new Set(), bindings: new Map(), imports: [], calls: [], sinks: [] };
+  const facts: ModuleFacts = {
+    functions: new Set(),
+    bindings: new Map(),
+    imports: [],
+    calls: [],
+    sinks: [],
+    constants: new Map(),
+    returns: new Map(),
+  };
   const lineStarts = [0];
   for (let i = 0; i < source.length; i++) if (source[i] === "\n") lineStarts.push(i + 1);
   const placeOf = (node: Node): SourcePlace => {
@@ -199,10 +227,24 @@ function readModule(file: string, source: string): ModuleFacts {
     return null;
   };
 
+  /** A name bound by an import: resolved later, against the module that exports it. */
+  const importedValue = (node: Deno.lint.Identifier): Value | null => {
+    const binding = facts.bindings.get(node.name);
+    if (!binding) return null;
+    return {
+      kind: "imported",
+      module: binding[0],
+      name: binding[1],
+      at: placeOf(node),
+      expression: node.name,
+    };
+  };
+
   const valueOf = (node: Node, depth = 0): Value => {
     if (depth > 20) return unknown(node);
     switch (node.type) {
       case "Literal":
+        if (node.value === null) return { kind: "list", items: [] };
         return typeof node.value === "string"
           ? { kind: "text", text: node.value, at: placeOf(node) }
           : unknown(node);
@@ -219,18 +261,31 @@ function readModule(file: string, source: string): ModuleFacts {
         return { kind: "elements", of: valueOf(node.argument, depth + 1) };
       case "LogicalExpression":
         return { kind: "list", items: [valueOf(node.left, depth + 1), valueOf(node.right, depth + 1)] };
+      case "ConditionalExpression":
+        return {
+          kind: "list",
+          items: [valueOf(node.consequent, depth + 1), valueOf(node.alternate, depth + 1)],
+        };
       case "TSAsExpression":
       case "TSSatisfiesExpression":
       case "TSNonNullExpression":
         return valueOf(node.expression, depth + 1);
-      case "CallExpression":
-        return textOf(node.callee) === "Deno.execPath" ? { kind: "deno" } : unknown(node);
+      case "CallExpression": {
+        if (textOf(node.callee) === "Deno.execPath") return { kind: "deno" };
+        const fn = calleeName(node.callee);
+        return fn === null
+          ? unknown(node)
+          : { kind: "returns", fn, at: placeOf(node), expression: textOf(node) };
+      }
       case "Identifier":
-        return variableValue(node.name, node, depth) ?? unknown(node);
+        return variableValue(node.name, node, depth) ?? importedValue(node) ?? unknown(node);
       default:
         return unknown(node);
     }
   };
+
+  const addReturn = (fn: string, value: Value) =>
+    facts.returns.set(fn, [...(facts.returns.get(fn) ?? []), value]);
 
   const addImport = (specifier: string, names: [string, string][]) => {
     const target = resolveImport(file, specifier);
@@ -245,6 +300,45 @@ function readModule(file: string, source: string): ModuleFacts {
       scan: {
         create() {
           return {
+            Program(node) {
+              // Imports first (they are hoisted), then the constants, whose values may name them.
+              for (const statement of node.body) {
+                if (statement.type === "ImportDeclaration") {
+                  addImport(
+                    statement.source.value,
+                    statement.specifiers.map((s) =>
+                      s.type === "ImportSpecifier"
+                        ? [
+                          s.local.name,
+                          s.imported.type === "Identifier" ? s.imported.name : s.imported.value,
+                        ]
+                        : [s.local.name, s.type === "ImportDefaultSpecifier" ? "default" : "*"]
+                    ),
+                  );
+                } else if (statement.type === "ExportNamedDeclaration" && statement.source) {
+                  addImport(
+                    statement.source.value,
+                    statement.specifiers.map((s) => [
+                      s.exported.type === "Identifier" ? s.exported.name : s.exported.value,
+                      s.local.type === "Identifier" ? s.local.name : s.local.value,
+                    ]),
+                  );
+                } else if (statement.type === "ExportAllDeclaration") {
+                  addImport(statement.source.value, []);
+                }
+              }
+              for (const statement of node.body) {
+                const declaration = statement.type === "ExportNamedDeclaration"
+                  ? statement.declaration
+                  : statement;
+                if (declaration?.type !== "VariableDeclaration" || declaration.kind !== "const") continue;
+                for (const declarator of declaration.declarations) {
+                  if (declarator.id.type === "Identifier" && declarator.init) {
+                    facts.constants.set(declarator.id.name, valueOf(declarator.init));
+                  }
+                }
+              }
+            },
             FunctionDeclaration(node) {
               const name = functionName(node);
               if (name) facts.functions.add(name);
@@ -259,28 +353,15 @@ function readModule(file: string, source: string): ModuleFacts {
                 facts.functions.add(node.id.name);
               }
             },
-            ImportDeclaration(node) {
-              addImport(
-                node.source.value,
-                node.specifiers.map((s) =>
-                  s.type === "ImportSpecifier"
-                    ? [s.local.name, s.imported.type === "Identifier" ? s.imported.name : s.imported.value]
-                    : [s.local.name, s.type === "ImportDefaultSpecifier" ? "default" : "*"]
-                ),
-              );
+            ReturnStatement(node) {
+              let fn = parentOf(node);
+              while (fn && !isFunction(fn)) fn = parentOf(fn);
+              const name = fn ? functionName(fn) : null;
+              if (name !== null && node.argument) addReturn(name, valueOf(node.argument));
             },
-            ExportNamedDeclaration(node) {
-              if (!node.source) return;
-              addImport(
-                node.source.value,
-                node.specifiers.map((s) => [
-                  s.exported.type === "Identifier" ? s.exported.name : s.exported.value,
-                  s.local.type === "Identifier" ? s.local.name : s.local.value,
-                ]),
-              );
-            },
-            ExportAllDeclaration(node) {
-              addImport(node.source.value, []);
+            ArrowFunctionExpression(node) {
+              const name = functionName(node);
+              if (name !== null && node.body.type !== "BlockStatement") addReturn(name, valueOf(node.body));
             },
             ImportExpression(node) {
               if (node.source.type === "Literal" && typeof node.source.value === "string") {
@@ -298,18 +379,7 @@ function readModule(file: string, source: string): ModuleFacts {
                 facts.sinks.push({ kind: "library", value: valueOf(node.arguments[0]) });
                 return;
               }
-              let name: string | null = null;
-              if (node.callee.type === "Identifier") name = node.callee.name;
-              else if (
-                node.callee.type === "MemberExpression" && node.callee.object.type === "ThisExpression"
-              ) {
-                const property = node.callee.property;
-                name = property.type === "PrivateIdentifier"
-                  ? `#${property.name}`
-                  : property.type === "Identifier"
-                  ? property.name
-                  : null;
-              }
+              const name = calleeName(node.callee);
               if (name !== null) {
                 facts.calls.push({ file, callee: name, args: node.arguments.map((arg) => valueOf(arg)) });
               }
@@ -318,6 +388,17 @@ function readModule(file: string, source: string): ModuleFacts {
               const first = node.quasis[0]?.cooked ?? "";
               if (/^command -v\s*$/.test(first) && node.expressions.length === 1) {
                 facts.sinks.push({ kind: "program", value: valueOf(node.expressions[0]!) });
+              }
+              // `${dir}/${tool}` in a function that walks PATH: a lookup of the program `tool`.
+              const [, slash, end] = node.quasis.map((quasi) => quasi.cooked);
+              if (node.expressions.length === 2 && slash === "/" && end === "") {
+                let walksPath = false;
+                for (let fn = parentOf(node); fn && !walksPath; fn = parentOf(fn)) {
+                  walksPath = isFunction(fn) && textOf(fn).includes('Deno.env.get("PATH")');
+                }
+                if (walksPath) {
+                  facts.sinks.push({ kind: "program", value: valueOf(node.expressions[1]!) });
+                }
               }
             },
             Property(node) {
@@ -353,6 +434,15 @@ export function scanPrograms(root: string, files: string[]): ProgramScan {
     const binding = facts.bindings.get(name);
     return binding ? resolve(binding[0], binding[1], hops + 1) : null;
   };
+  /** The value of the constant `name` that `file` exports, following re-exports. */
+  const exportedConstant = (file: string, name: string, hops = 0): Value | undefined => {
+    const facts = modules.get(file);
+    if (!facts || hops > 10) return undefined;
+    const constant = facts.constants.get(name);
+    if (constant !== undefined) return constant;
+    const binding = facts.bindings.get(name);
+    return binding ? exportedConstant(binding[0], binding[1], hops + 1) : undefined;
+  };
   const callers = new Map<string, CallSite[]>();
   for (const facts of modules.values()) {
     for (const call of facts.calls) {
@@ -376,6 +466,27 @@ export function scanPrograms(root: string, files: string[]): ProgramScan {
         return expand(kind, value.of, file, followed);
       case "deno":
         return;
+      case "returns": {
+        const fn = resolve(file, value.fn);
+        const owner = fn?.slice(0, fn.lastIndexOf(":"));
+        const returned = fn && owner
+          ? modules.get(owner)?.returns.get(fn.slice(owner.length + 1))
+          : undefined;
+        if (!fn || !owner || !returned || returned.length === 0) {
+          return void dynamic.push({ kind, expression: value.expression, ...value.at });
+        }
+        const key = `${fn}:return`;
+        if (followed.has(key)) return;
+        const deeper = new Set(followed).add(key);
+        return returned.forEach((item) => expand(kind, item, owner, deeper));
+      }
+      case "imported": {
+        const constant = exportedConstant(value.module, value.name);
+        if (constant === undefined) {
+          return void dynamic.push({ kind, expression: value.expression, ...value.at });
+        }
+        return expand(kind, constant, value.module, followed);
+      }
       case "unknown":
         return void dynamic.push({ kind, expression: value.expression, ...value.at });
       case "param": {

@@ -38,7 +38,7 @@ Deno.test("scanPrograms() follows a helper's parameter to its callers across imp
   assert.deepEqual(result.imports.get("lib/use_test.ts"), ["lib/run.ts"]);
 });
 
-Deno.test("scanPrograms() reads command -v probes, rest parameters, filter callbacks and for-of lists", () => {
+Deno.test("scanPrograms() reads command -v probes, PATH lookups, rest parameters, filter callbacks and for-of lists", () => {
   const result = scan({
     "t.ts": [
       "function missing(...tools: string[]) {",
@@ -47,10 +47,31 @@ Deno.test("scanPrograms() reads command -v probes, rest parameters, filter callb
       'missing("gcc", "ldd");',
       'for (const tool of ["cpio"]) new Deno.Command(tool);',
       'const TOOL = "tmux";',
+      "function onPath(tool: string) {",
+      '  return Deno.env.get("PATH")!.split(":").find((dir) => Deno.statSync(`${dir}/${tool}`));',
+      "}",
+      'onPath("node");',
       "class A { #go(p: string) { return new Deno.Command(p); } b() { return this.#go(TOOL); } }",
     ].join("\n"),
   });
-  assert.deepEqual(names(result), ["t.ts:2 sh", "t.ts:4 gcc", "t.ts:4 ldd", "t.ts:5 cpio", "t.ts:6 tmux"]);
+  assert.deepEqual(names(result), [
+    "t.ts:2 sh",
+    "t.ts:4 gcc",
+    "t.ts:4 ldd",
+    "t.ts:5 cpio",
+    "t.ts:6 tmux",
+    "t.ts:10 node",
+  ]);
+});
+
+Deno.test("scanPrograms() reads a constant another module exports, also through a re-export", () => {
+  const result = scan({
+    "paths.ts": 'export const PYTHON = "/usr/bin/python3";\n',
+    "mod.ts": 'export { PYTHON } from "./paths.ts";\n',
+    "use_test.ts": 'import { PYTHON } from "./mod.ts";\nnew Deno.Command(PYTHON);\n',
+  });
+  assert.deepEqual(names(result), ["paths.ts:1 /usr/bin/python3"]);
+  assert.deepEqual(result.dynamic, []);
 });
 
 Deno.test("scanPrograms() returns what the source does not spell as dynamic, Deno itself excepted", () => {

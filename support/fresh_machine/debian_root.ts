@@ -84,12 +84,19 @@ function copyLocalCertificates(root: string): number {
 
 /**
  * Readies a freshly built root for the README's commands: the host's CA certificates, root's home mode
- * 0700 as Debian makes it, and sudo keeping CI (its env_reset would drop it, and the test suite reads it).
- * Returns how many CA certificates were copied.
+ * 0700 as Debian makes it, the /etc/hosts Debian's installer writes (mmdebstrap writes none, and sudo
+ * then cannot resolve the host name), and sudo keeping CI (its env_reset would drop it, and the test
+ * suite reads it). Returns how many CA certificates were copied.
  */
 export function prepareDebianRoot(root: string): number {
   const certificates = copyLocalCertificates(root);
   Deno.chmodSync(`${root}/root`, 0o700);
+  // The chroot shares the host's UTS namespace: its host name is the host's.
+  const hostname = Deno.hostname();
+  Deno.writeTextFileSync(
+    `${root}/etc/hosts`,
+    `127.0.0.1\tlocalhost\n127.0.1.1\t${hostname}\n\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
+  );
   const sudoers = `${root}/etc/sudoers.d/keep-ci`;
   Deno.writeTextFileSync(sudoers, 'Defaults env_keep += "CI"\n');
   Deno.chmodSync(sudoers, 0o440);

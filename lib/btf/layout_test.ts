@@ -275,7 +275,7 @@ Deno.test(requiring([vmlinux], {
   },
 }));
 
-// pahole (dwarves, which bootstrap installs for the tests) or bpftool reads the same BTF with code of its own.
+// pahole (which bootstrap installs for the tests) or bpftool reads the same BTF with code of its own.
 const reference = hasTool("pahole") ? "pahole" : hasTool("bpftool") ? "bpftool" : undefined;
 
 Deno.test(requiring([vmlinux, reference ? optional(null) : programs("pahole")], {

@@ -66,7 +66,7 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["python3", "python3"],
   ["cpio", "cpio"],
   ["xz", "xz-utils"],
-  ["pahole", "dwarves"],
+  ["pahole", "pahole"],
 ]);
 
 /**

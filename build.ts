@@ -75,6 +75,13 @@ async function hostTriplet(): Promise<string> {
   return output?.success ? new TextDecoder().decode(output.stdout).trim() : "x86_64-linux-gnu";
 }
 
+/** The include paths clang is given for bpf/ (also what the check of bootstrap's packages resolves with). */
+export async function bpfIncludeArgs(): Promise<string[]> {
+  // UAPI headers such as asm/ptrace.h live in the multiarch include folder, which clang's BPF target
+  // does not search by itself.
+  return [`-I/usr/include/${await hostTriplet()}`];
+}
+
 /** Newest modification time of the BPF sources, to skip work when the object is up to date. */
 function newestSource(): number {
   let newest = 0;
@@ -101,9 +108,7 @@ async function compileBpf(): Promise<void> {
     return;
   }
   Deno.mkdirSync(objectDir, { recursive: true });
-  // UAPI headers such as asm/ptrace.h live in the multiarch include folder, which clang's BPF target
-  // does not search by itself.
-  const include = `/usr/include/${await hostTriplet()}`;
+  const includes = await bpfIncludeArgs();
   const bitcode: string[] = [];
   await Promise.all(sources.map(async (source) => {
     const out = `${objectDir}${source.replace(/\.c$/, ".bc")}`;
@@ -116,7 +121,7 @@ async function compileBpf(): Promise<void> {
       "-Wall",
       "-Werror",
       ...(flags.variant ? [`-D${flags.variant}`] : []),
-      `-I${include}`,
+      ...includes,
       "-emit-llvm",
       "-c",
       `${bpfDir}${source}`,

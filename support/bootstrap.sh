@@ -15,26 +15,25 @@ need_apt=()
 have() { command -v "$1" >/dev/null 2>&1; }
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
-# Build tool chain: clang/llc/llvm-link compile bpf/, libbpf1 is loaded at run time, gcc builds the demo
-# workload, npm fetches deno. binutils' libbfd demangles C++ and Rust names (gcc brings it too); its nm and
-# c++filt are what the symbolizer's tests compare with.
-packages=(clang llvm libbpf1 libbpf-dev gcc libc6-dev binutils)
-# Only for the tests (`deno task test`, CI): g++ builds the C++ workload, tmux is the terminal the live
-# `top` test drives, chromium runs the HTML flamegraph test, time measures the peak memory of `report` on
-# hostile input, openssl makes the private CA of the agent's TLS tests.
+# The Debian packages, and when each is needed, are listed in support/bootstrap_packages.txt.
+want_tests=0
 if [ "${OMNIPROF_TEST_DEPS:-0}" = 1 ] || [ "${CI:-}" = true ] || [[ " $* " == *" test "* ]]; then
-  packages+=(g++ tmux chromium time openssl)
+  want_tests=1
 fi
-for pkg in "${packages[@]}"; do
+while read -r when pkg _; do
+  case "$when" in
+    '' | '#'*) continue ;;
+    always) ;;
+    no-npm) have npm && continue ;;
+    test) [ "$want_tests" = 1 ] || continue ;;
+    peers) [ "${OMNIPROF_PEERS:-0}" = 1 ] || continue ;;
+    *)
+      echo "bootstrap: support/bootstrap_packages.txt: unknown WHEN '$when' for $pkg" >&2
+      exit 1
+      ;;
+  esac
   pkg_installed "$pkg" || need_apt+=("$pkg")
-done
-# Machines of this kind come with Node.js and npm (not always from Debian's packages: don't fight them).
-have npm || need_apt+=(npm)
-if [ "${OMNIPROF_PEERS:-0}" = 1 ]; then
-  for pkg in linux-perf bpftrace bpfcc-tools time; do
-    pkg_installed "$pkg" || need_apt+=("$pkg")
-  done
-fi
+done <"$top/support/bootstrap_packages.txt"
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "bootstrap: missing Debian packages: ${need_apt[*]}; run this script as root (sudo) once" >&2
@@ -99,7 +98,8 @@ find_deno() {
 if ! deno_bin=$(find_deno) || [ "$("$deno_bin" --version | head -1 | cut -d' ' -f2)" != "$deno_version" ]; then
   echo "bootstrap: installing deno $deno_version from npm into .tools/" >&2
   mkdir -p "$tools"
-  npm install --silent --no-save --no-audit --no-fund --prefix "$tools" "deno@$deno_version" >/dev/null
+  npm install --loglevel=error --no-save --no-audit --no-fund --prefix "$tools" "deno@$deno_version" >/dev/null ||
+    { echo "bootstrap: npm could not install deno $deno_version (its error is above)" >&2; exit 1; }
   deno_bin=$(find_deno) || { echo "bootstrap: npm installed no deno binary" >&2; exit 1; }
 fi
 mkdir -p "$tools/bin"
@@ -107,6 +107,9 @@ ln -sf "$deno_bin" "$tools/bin/deno"
 export PATH="$tools/bin:$PATH"
 # Deno's servers are out of reach here, and the check for a newer Deno costs every start a TLS set-up.
 export DENO_NO_UPDATE_CHECK=1
+# Deno trusts its own copy of Mozilla's CA list only; npm, git and apt trust the system's. Behind a proxy
+# whose CA the system was told to trust, Deno's npm downloads fail unless it trusts the system's too.
+export DENO_TLS_CA_STORE="${DENO_TLS_CA_STORE:-mozilla,system}"
 
 cd "$top"
 [ $# -gt 0 ] || exit 0

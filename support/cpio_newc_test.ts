@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { CpioWriter } from "./cpio_newc.ts";
 import { programs, requiring } from "../lib/testing/requirements.ts";
 
-// cpio reads back what the writer wrote; bootstrap does not install it (apt-get install cpio).
+// cpio reads back what the writer wrote; bootstrap installs it for the tests.
 const cpio = programs("cpio");
 
 Deno.test(requiring([cpio], {

@@ -65,6 +65,10 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["chromium", "chromium"],
   ["openssl", "openssl"],
   ["time", "time"],
+  ["python3", "python3"],
+  ["cpio", "cpio"],
+  ["xz", "xz-utils"],
+  ["pahole", "pahole"],
 ]);
 
 /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { pythonInstalls, skipForMissingPythons } from "./test_processes.ts";
-import { optional, programs, requiring } from "../../testing/requirements.ts";
+import { pythonInstalls, skipForMissingPythons, SYSTEM_PYTHON } from "./test_processes.ts";
+import { bootstrapped, optional, programs, requiring } from "../../testing/requirements.ts";
 import { isFile } from "../../sys/files.ts";
 import { type PythonOffsets, pythonOffsets, versionFromHex, versionHex } from "./offsets.ts";
 
@@ -37,7 +37,8 @@ for (const install of installs.found) {
   const facts = factsOf(install.executable);
   const [major, minor, micro] = facts.version;
   const internal = `${facts.include}/internal/pycore_pystate.h`;
-  const headers = optional(
+  // Bootstrap installs python3-dev, which has the system Python's internal headers.
+  const headers = (install.executable === SYSTEM_PYTHON ? bootstrapped : optional)(
     isFile(internal) ? null : `${install.label} has no internal headers (${internal})`,
   );
 

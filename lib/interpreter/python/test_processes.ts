@@ -28,7 +28,7 @@ import { RemoteMemory } from "../remote_memory.ts";
 import type { PythonData } from "./data.ts";
 import type { PythonInstance } from "./instance.ts";
 import { pythonLoader } from "./loader.ts";
-import { optional, type Requirement, requiring } from "../../testing/requirements.ts";
+import { bootstrapped, optional, type Requirement, requiring } from "../../testing/requirements.ts";
 import { isFile } from "../../sys/files.ts";
 
 /** A Python to test against. */
@@ -51,17 +51,18 @@ export interface PythonInstalls {
   readonly missing: readonly MissingPython[];
 }
 
-/** Debian's python3 (package python3), which bootstrap does not install. */
+/** Debian's python3 (package python3), which bootstrap installs for the tests. */
 export const SYSTEM_PYTHON = "/usr/bin/python3";
 
 /** {@linkcode SYSTEM_PYTHON}, for the tests that run it. */
 export function systemPython(): Requirement {
-  return optional(
+  return bootstrapped(
     isFile(SYSTEM_PYTHON) ? null : `${SYSTEM_PYTHON} is not installed (apt-get install python3)`,
   );
 }
 
 const decoder = new TextDecoder();
+const SYSTEM_LABEL = "system python3";
 const WANTED_MINORS = [8, 9, 10, 11, 12, 13];
 
 function run(command: string, args: string[]): string | null {
@@ -79,7 +80,7 @@ export function pythonInstalls(): PythonInstalls {
   const missing: MissingPython[] = [];
   const system = SYSTEM_PYTHON;
   const systemVersion = run(system, ["-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
-  if (systemVersion === null) missing.push({ label: "system python3", reason: `${system} does not run` });
+  if (systemVersion === null) missing.push({ label: SYSTEM_LABEL, reason: `${system} does not run` });
   else found.push({ label: `system ${systemVersion}`, executable: system });
 
   const versions = run("pyenv", ["versions", "--bare"]);
@@ -110,7 +111,8 @@ export function pythonInstalls(): PythonInstalls {
 /** Some Python to run, whichever: the tests that need one but not a particular one. */
 export function anyPython(installs: PythonInstalls): Requirement {
   if (installs.found.length > 0) return optional(null);
-  return optional(
+  // None runs, so neither does the system's python3, which bootstrap installs.
+  return bootstrapped(
     `no Python runs here (${installs.missing.map((p) => `${p.label}: ${p.reason}`).join("; ")})`,
   );
 }
@@ -118,7 +120,7 @@ export function anyPython(installs: PythonInstalls): Requirement {
 /**
  * Registers, for each wanted Python that is not here, the test each of `names` names for it, as skipped
  * with the reason: the tests registered per Python found then count a missing Python as skipped tests
- * rather than as nothing. (Particular Python versions are optional: bootstrap installs none.)
+ * rather than as nothing. (The system's python3 comes with bootstrap; pyenv's versions are optional.)
  */
 export function skipForMissingPythons(
   installs: PythonInstalls,
@@ -127,7 +129,10 @@ export function skipForMissingPythons(
   for (const python of installs.missing) {
     for (const name of names) {
       Deno.test(
-        requiring([optional(python.reason)], { name: name(python.label), fn() {} }),
+        requiring([python.label === SYSTEM_LABEL ? bootstrapped(python.reason) : optional(python.reason)], {
+          name: name(python.label),
+          fn() {},
+        }),
       );
     }
   }

@@ -2,7 +2,7 @@
 // These run the real CLI; the privilege test drops the tracing capabilities with setpriv.
 import assert from "node:assert/strict";
 import { CAP_SETPCAP, currentCapabilities } from "../lib/sys/capabilities.ts";
-import { runCli, tempDir, tracingTest } from "./helpers.ts";
+import { runCli, tempDir, tracingTest, unusedPid } from "./helpers.ts";
 import { bootstrapped, requiring } from "../lib/testing/requirements.ts";
 
 function isEmpty(dir: string): boolean {
@@ -37,9 +37,7 @@ Deno.test(capabilityDropTest("record without CAP_BPF, CAP_PERFMON and CAP_SYS_AD
 Deno.test(tracingTest("record -p with a PID that does not exist fails before sampling", async () => {
   const dir = tempDir();
   try {
-    // A PID the kernel could hand out (a larger one is refused as no PID at all) that no process has.
-    let pid = Number(Deno.readTextFileSync("/proc/sys/kernel/pid_max").trim()) - 1;
-    while (existsPath(`/proc/${pid}`)) pid--;
+    const pid = unusedPid();
     const result = await runCli(["record", "-p", String(pid), "-d", "1", "-o", `${dir}/out.pb.gz`]);
     assert.equal(result.code, 1);
     assert.match(result.stderr, new RegExp(`No process with PID ${pid}`));
@@ -139,12 +137,3 @@ Deno.test(tracingTest("check reports every essential capability as working here"
   }
   assert.match(result.stdout, /omniprof can record here/);
 }));
-
-function existsPath(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -105,6 +105,21 @@ export function tracingTest(
   return requiring([tracing(), ...more], { name, fn, sanitizeResources: false, sanitizeOps: false });
 }
 
+/**
+ * A PID the kernel could hand out (below pid_max: a larger one is refused as no PID at all) that no process
+ * holds now.
+ */
+export function unusedPid(): number {
+  let pid = Number(Deno.readTextFileSync("/proc/sys/kernel/pid_max").trim()) - 1;
+  for (;; pid--) {
+    try {
+      Deno.statSync(`/proc/${pid}`);
+    } catch {
+      return pid;
+    }
+  }
+}
+
 /** Output of a CLI run. */
 export interface CliResult {
   code: number;

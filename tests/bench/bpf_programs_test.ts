@@ -71,7 +71,9 @@ Deno.test("processTree() lists a process's children and their children", async (
     }
     assert.ok(tree.includes(Deno.pid));
     assert.ok(tree.includes(child.pid));
-    const sleeps = tree.filter((pid) => {
+    // The child's two sleeps, which must be in this process's tree as its grandchildren. Counted in the
+    // child's own tree: a test runner that became a child subreaper adopts other tests' orphans too.
+    const sleeps = processTree(child.pid).filter((pid) => {
       try {
         return Deno.readTextFileSync(`/proc/${pid}/comm`).trim() === "sleep";
       } catch {
@@ -79,6 +81,7 @@ Deno.test("processTree() lists a process's children and their children", async (
       }
     });
     assert.equal(sleeps.length, 2, `tree ${tree}`);
+    for (const pid of sleeps) assert.ok(tree.includes(pid), `grandchild ${pid} in tree ${tree}`);
   } finally {
     for (const pid of processTree(child.pid).reverse()) Deno.kill(pid, "SIGKILL");
     await child.status;

@@ -199,8 +199,9 @@ Deno.test({
   },
 });
 
-Deno.test("top refuses a process that does not exist, before touching the terminal", async () => {
-  if (snapshotSkip) return console.log(`SKIP (needs root): ${snapshotSkip}`);
+const refusalName = "top refuses a process that does not exist, before touching the terminal";
+if (snapshotSkip) console.log(`SKIP ${refusalName}: ${snapshotSkip}`);
+Deno.test({ name: refusalName, ignore: snapshotSkip !== null }, async () => {
   const result = await runCli(["top", "-p", "1073741823"]);
   assert.equal(result.code, 1);
   assert.match(result.stderr, /No process with PID 1073741823/);

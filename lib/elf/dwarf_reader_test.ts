@@ -157,10 +157,8 @@ Deno.test("DwarfReader.encodedPointer() finds .eh_frame from a real .eh_frame_hd
   using elf = ElfFile.open("/bin/true");
   const hdr = elf.section(".eh_frame_hdr");
   const eh = elf.section(".eh_frame");
-  if (hdr === undefined || eh === undefined) {
-    console.log("/bin/true has no .eh_frame_hdr section: nothing to check");
-    return;
-  }
+  // Every distribution's linker writes both (--eh-frame-hdr is gcc's default).
+  assert.ok(hdr !== undefined && eh !== undefined, "/bin/true has .eh_frame_hdr and .eh_frame");
   const bytes = elf.readSection(hdr);
   assert.equal(bytes[0], 1, "version 1");
   // eh_frame_ptr follows the 4-byte header, pc-relative to its own address.

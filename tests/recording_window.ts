@@ -19,6 +19,7 @@
  * @module
  */
 import { parsePidStatCpu, USER_HZ } from "./bench/system_cpu.ts";
+import { statFields } from "../lib/process/proc_stat.ts";
 import { type CliResult, DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "./helpers.ts";
 import type { CpuSpan } from "./sample_bounds.ts";
 import { StealMeter } from "./sample_bounds.ts";
@@ -39,6 +40,12 @@ export interface WatchedRecording {
   end: (CpuSpan | null)[];
   /** Share of the machine's CPU time stolen by the hypervisor during the recording. */
   steal: number;
+  /**
+   * CPU seconds of the recorder's children that it waited for (the command or demo it started), read
+   * until it exited. A child starts once sampling is on, so all of it was sampled, but for what it ran
+   * after a `-d` duration ended sampling.
+   */
+  childrenCpu: CpuSpan;
 }
 
 const POLL_MS = 5;
@@ -52,6 +59,18 @@ function cpuSeconds(target: CpuTarget): number | null {
     : `/proc/${target.pid}/task/${target.tid}/stat`;
   try {
     return parsePidStatCpu(Deno.readTextFileSync(path));
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
+}
+
+/** cutime + cstime of process `pid` (its waited-for children's CPU seconds), or null once it is gone. */
+function childrenCpuSeconds(pid: number): number | null {
+  try {
+    const fields = statFields(Deno.readTextFileSync(`/proc/${pid}/stat`));
+    const seconds = (Number(fields?.[13]) + Number(fields?.[14])) / USER_HZ;
+    return Number.isFinite(seconds) ? seconds : null;
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return null;
     throw error;
@@ -114,6 +133,7 @@ export async function recordWatchingCpu(
   let endHigh: (number | null)[] = [];
   let samplingSince = 0;
   let interrupted = false;
+  let childrenCpu = 0;
   try {
     while (phase !== "after") {
       const exited = finished;
@@ -148,6 +168,12 @@ export async function recordWatchingCpu(
       if (exited && phase === "before") break;
       if (phase !== "after") await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
+    // A recording that stops on its own duration waits for its command only after sampling: the
+    // children's CPU time is read until the recorder exits.
+    while (!finished) {
+      childrenCpu = Math.max(childrenCpu, childrenCpuSeconds(child.pid) ?? 0);
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
   } catch (error) {
     // Never leave a recorder running behind a failed look.
     child.kill("SIGKILL");
@@ -176,6 +202,7 @@ export async function recordWatchingCpu(
     start,
     end: targets.map((_, i) => span(endLow[i]!, endHigh[i]!)),
     steal: steal.fraction(),
+    childrenCpu: { low: childrenCpu, high: childrenCpu + READING_SLACK },
   };
 }
 

@@ -63,22 +63,37 @@ export function sampleBounds(cpu: number | CpuSpan, hz: number, steal = 0): Samp
   };
 }
 
-/** Asserts that `samples` lies within {@linkcode sampleBounds}; prints the comparison either way. */
+/**
+ * Asserts that `samples` lies within {@linkcode sampleBounds}; prints the comparison either way. A
+ * recording that reports `lost` samples (its ring buffer was full: of any process, so perhaps of this
+ * one) may fall short of the bounds by as many, never more.
+ */
 export function assertSampleCount(
   samples: number,
   cpu: number | CpuSpan,
   hz: number,
   steal: number,
   label: string,
+  lost = 0,
 ): void {
   const bounds = sampleBounds(cpu, hz, steal);
   const span = typeof cpu === "number" ? cpu.toFixed(3) : `${cpu.low.toFixed(3)}..${cpu.high.toFixed(3)}`;
+  const stolen = `${(steal * 100).toFixed(1)}% stolen${lost > 0 ? `, ${lost} samples lost in all` : ""}`;
   const text = `${label}: ${samples} samples for ${span} CPU s at ${hz} Hz (${bounds.expected.toFixed(0)} ` +
-    `expected, ${bounds.low.toFixed(0)}..${bounds.high.toFixed(0)} allowed, ${
-      (steal * 100).toFixed(1)
-    }% stolen)`;
+    `expected, ${bounds.low.toFixed(0)}..${bounds.high.toFixed(0)} allowed, ${stolen})`;
   console.log(text);
-  assert.ok(samples >= bounds.low && samples <= bounds.high, text);
+  assert.ok(samples + lost >= bounds.low && samples <= bounds.high, text);
+}
+
+/**
+ * The samples `omniprof record` said it lost: the ring buffer's ("0 lost" or "N samples LOST" on the
+ * line that names the output) and the records it could not handle and skipped.
+ */
+export function reportedLost(stderr: string): number {
+  const match = /, (?:(0) lost|(\d+) samples LOST)/.exec(stderr);
+  if (match === null) throw new Error(`the recording reported no count of lost samples:\n${stderr}`);
+  const skipped = /(\d+) records could not be handled and were skipped/.exec(stderr)?.[1] ?? "0";
+  return Number(match[1] ?? match[2]) + Number(skipped);
 }
 
 /** The `cpu_seconds=S` a workload of tests/workloads printed (clock.h); throws when it printed none. */

@@ -9,8 +9,8 @@
  * and stretches start at times unrelated to the timer, so each firing is an independent trial: the
  * count's standard deviation is at most √(T·hz), whatever the load. The bounds lie four such deviations
  * either side, plus one sample at each end of the window (a correct recorder falls outside them less than
- * once in 10,000 runs). At 2,000 expected samples they are 9% wide: a recorder that loses a tenth of them
- * fails.
+ * once in 10,000 runs). At 2,000 expected samples the lower one is 9% below: a recorder that loses a tenth
+ * of them fails.
  *
  * The timer runs on wall time, so time the hypervisor steals while the process is on a CPU still brings
  * samples, but the kernel does not count it as the process's CPU time: the upper bound grows by the share

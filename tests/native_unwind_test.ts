@@ -8,13 +8,13 @@ import {
   type FoldedStack,
   hasChain,
   parseFolded,
-  pprofStacksOf,
   runCli,
   tempDir,
   tracingTest,
 } from "./helpers.ts";
-import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
-import { assertSampleCount, reportedCpuSeconds, reportedLost, StealMeter } from "./sample_bounds.ts";
+import { Recorder } from "../lib/record/recorder.ts";
+import { processCpuSeconds } from "./bench/system_cpu.ts";
+import { assertSampleCount, reportedCpuSeconds, StealMeter } from "./sample_bounds.ts";
 
 /**
  * Records `command` and returns the stacks of its processes named `comm`, after checking that they
@@ -90,36 +90,51 @@ function throughQsort(stack: FoldedStack): boolean {
   return main >= 0 && main < sortRounds && sortRounds < qsortFrame && qsortFrame < compare;
 }
 
+/** Waits until process `pid` has used `seconds` of CPU time more than `from`; gives up after a minute. */
+async function cpuReaches(pid: number, from: number, seconds: number): Promise<void> {
+  const giveUp = performance.now() + 60_000;
+  while ((processCpuSeconds(pid) ?? Infinity) - from < seconds) {
+    assert.ok(performance.now() < giveUp, `process ${pid} got no ${seconds} s of CPU in a minute`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 Deno.test(
-  tracingTest("a whole-system record loads libc a page at a time and unwinds through it", async () => {
+  tracingTest("a whole-system recording loads libc a page at a time and unwinds through it", async () => {
     // Not a command of the record's own (whose files load whole): libc is large, so its tables are
-    // loaded page by page as the unwinder meets its code, qsort's page among them.
+    // loaded page by page as the unwinder meets its code, qsort's page among them. Until the host has
+    // read the process and loaded those pages, which on a busy machine takes a while, its samples cannot
+    // unwind through libc: the recorder runs here, so that its profile of that first second of the
+    // workload's CPU is set aside, and the next 3 s must unwind.
     const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
-    // The first samples of a process the recorder has not met yet cannot unwind through libc: the
-    // recording lasts until the workload has had 3 s of CPU, so that these are as few on a busy machine.
-    const workload = new Deno.Command(qsort, { args: ["30"], stdout: "null" }).spawn();
-    const dir = tempDir();
+    const workload = new Deno.Command(qsort, { args: ["60"], stdout: "null" }).spawn();
     try {
-      const output = `${dir}/out.pb.gz`;
-      const { result, start, end, steal } = await recordWatchingCpu(
-        ["record", "-o", output, "--stats", `${dir}/stats.json`],
-        [{ pid: workload.pid }],
-        { interruptAfterCpuSeconds: 3 },
-      );
-      assert.equal(result.code, 0, result.stderr);
-      const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`));
-      console.log(`pages of large files loaded alone: ${stats.unwinding.pagesLoaded}`);
-      assert.ok(stats.unwinding.pagesLoaded >= 1);
-      const stacks = pprofStacksOf(output, workload.pid);
-      assert.ok(end[0], "the workload outlived the recording");
-      const total = countWhere(stacks, () => true);
-      const cpu = cpuBetween(start[0]!, end[0]);
-      assertSampleCount(total, cpu, 99, steal, "whole system", reportedLost(result.stderr));
+      using recorder = Recorder.start({ frequencyHz: 99 });
+      const started = processCpuSeconds(workload.pid)!;
+      await cpuReaches(workload.pid, started, 1);
+      const steal = new StealMeter();
+      const before = processCpuSeconds(workload.pid)!;
+      recorder.takeProfile({ reset: true });
+      const after = processCpuSeconds(workload.pid)!;
+      await cpuReaches(workload.pid, after, 3);
+      const end = processCpuSeconds(workload.pid)!;
+      const profile = recorder.takeProfile();
+      const last = processCpuSeconds(workload.pid)!;
+      console.log(`pages of large files loaded alone: ${recorder.unwinding.stats.pagesLoaded}`);
+      assert.ok(recorder.unwinding.stats.pagesLoaded >= 1);
+      const stacks = profile.samples.filter((sample) => sample.pid === workload.pid).map((sample) => ({
+        comm: sample.comm,
+        frames: sample.locations.map((index) => profile.locations[index]!.functionName).reverse(),
+        count: sample.count,
+      }));
+      // From the reset's drain to the last profile's: each read on either side (plus /proc's rounding).
+      const cpu = { low: Math.max(0, end - (after + 0.02)), high: last + 0.02 - before };
+      const lost = recorder.progress().lost;
+      assertSampleCount(countWhere(stacks, () => true), cpu, 99, steal.fraction(), "whole system", lost);
       assert.ok(share(stacks, throughQsort, "whole-system qsort callback") >= 0.9);
     } finally {
       workload.kill();
       await workload.status;
-      Deno.removeSync(dir, { recursive: true });
     }
   }),
 );

@@ -16,7 +16,15 @@ import {
   tempDir,
   tracingTest,
 } from "./helpers.ts";
-import { decodeRequest, encodeResponse, type FlatSample, flattenRequest } from "./otlp_schema.ts";
+import {
+  decodeRequest,
+  encodeResponse,
+  type FlatSample,
+  flattenRequest,
+  loadOtelSchema,
+} from "./otlp_schema.ts";
+import { CpuTimeline } from "./cpu_timeline.ts";
+import { assertSampleCount, type CpuSpan, StealMeter } from "./sample_bounds.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
 const GRPC_PATH = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
@@ -56,11 +64,45 @@ function toReceived(body: Uint8Array, headers: Record<string, string>): Received
   };
 }
 
+/**
+ * Decodes requests after they were answered, in the order they came. A receiver slow to answer (decoding
+ * takes a busy machine seconds) would make the agent time out on a request that in fact arrived.
+ */
+class Decoder {
+  received: Received[] = [];
+  #decoding: Promise<void> = Promise.resolve();
+
+  constructor() {
+    loadOtelSchema(); // before any request: the first load is the slowest part
+  }
+
+  /** Queues `body` to be decoded once the caller has answered. */
+  later(body: Uint8Array, headers: Record<string, string>): void {
+    this.#decoding = this.#decoding
+      .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
+      .then(() => void this.received.push(toReceived(body, headers)));
+  }
+
+  /** Resolves once every request answered so far is decoded. */
+  settled(): Promise<void> {
+    return this.#decoding;
+  }
+}
+
 /** An OTLP/HTTP receiver on 127.0.0.1 that can be taken down and brought back on the same port. */
 class HttpReceiver {
-  received: Received[] = [];
+  readonly #decoder = new Decoder();
   port = 0;
   #server: Deno.HttpServer | null = null;
+
+  get received(): Received[] {
+    return this.#decoder.received;
+  }
+
+  /** Resolves once every request answered so far is decoded. */
+  settled(): Promise<void> {
+    return this.#decoder.settled();
+  }
 
   start(): void {
     this.#server = Deno.serve(
@@ -71,7 +113,7 @@ class HttpReceiver {
           return new Response("not found", { status: 404 });
         }
         const body = new Uint8Array(await request.arrayBuffer());
-        this.received.push(toReceived(body, Object.fromEntries(request.headers)));
+        this.#decoder.later(body, Object.fromEntries(request.headers));
         return new Response(encodeResponse() as Uint8Array<ArrayBuffer>, {
           headers: { "content-type": "application/x-protobuf" },
         });
@@ -83,16 +125,26 @@ class HttpReceiver {
   async stop(): Promise<void> {
     await this.#server?.shutdown();
     this.#server = null;
+    await this.#decoder.settled();
   }
 }
 
 /** An OTLP/gRPC receiver (cleartext HTTP/2) that can answer UNAVAILABLE. */
 class GrpcReceiver {
-  received: Received[] = [];
+  readonly #decoder = new Decoder();
   unavailable = 0;
   down = false;
   port = 0;
   #server = http2.createServer();
+
+  get received(): Received[] {
+    return this.#decoder.received;
+  }
+
+  /** Resolves once every request answered so far is decoded. */
+  settled(): Promise<void> {
+    return this.#decoder.settled();
+  }
 
   async start(): Promise<void> {
     this.#server.on("stream", (stream, headers) => {
@@ -123,7 +175,7 @@ class GrpcReceiver {
         assert.ok(compressed, "the message is compressed");
         const flat: Record<string, string> = {};
         for (const [key, value] of Object.entries(headers)) if (typeof value === "string") flat[key] = value;
-        this.received.push(toReceived(framed.subarray(5), flat));
+        this.#decoder.later(framed.subarray(5), flat);
         const response = encodeResponse();
         const out = Buffer.alloc(5 + response.length);
         out.writeUInt32BE(response.length, 1);
@@ -137,8 +189,9 @@ class GrpcReceiver {
     this.port = (this.#server.address() as { port: number }).port;
   }
 
-  stop(): Promise<void> {
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await this.#decoder.settled();
   }
 }
 
@@ -182,6 +235,23 @@ class AgentProcess {
     return out;
   }
 
+  /**
+   * What the export queue did, in the order logged: each interval queued with the size of its body, each
+   * one dropped with the bytes the queue held then. (A drop is logged while the interval that caused it
+   * is queued, before that one's line.)
+   */
+  queueEvents(): ({ queued: number; bytes: number } | { dropped: number; heldBytes: number })[] {
+    return [
+      ...this.output.matchAll(
+        /interval (\d+) from \S+: \d+ samples of \d+ processes, (\d+) bytes to export|dropped interval (\d+) that started at \S+; \d+ dropped so far, (\d+) bytes held/g,
+      ),
+    ].map((m) =>
+      m[1] !== undefined
+        ? { queued: Number(m[1]), bytes: Number(m[2]) }
+        : { dropped: Number(m[3]), heldBytes: Number(m[4]) }
+    );
+  }
+
   /** Intervals the agent logged as dropped. */
   dropped(): number[] {
     return [...this.output.matchAll(/dropped interval (\d+) that started at/g)].map((m) => Number(m[1]));
@@ -207,11 +277,17 @@ function unifiedCgroupRoot(): string | null {
 
 /**
  * Starts the chain workload, inside a cgroup named like a containerd container when the machine allows,
- * so that the export must carry its container id.
+ * so that the export must carry its container id; and beside it a busy shell the test knows nothing
+ * else of, so that the whole system is seen to be sampled however quiet the machine is. The CPU time of
+ * both is read as they run.
  */
 async function startWorkload(seconds: number) {
   const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
+  const steal = new StealMeter();
   const child = new Deno.Command(chain, { args: [String(seconds)], stdout: "null" }).spawn();
+  const bystander = new Deno.Command("sh", { args: ["-c", "while :; do :; done"] }).spawn();
+  const timeline = new CpuTimeline(child.pid);
+  const bystanderTimeline = new CpuTimeline(bystander.pid);
   const containerId = Array.from(
     crypto.getRandomValues(new Uint8Array(32)),
     (b) => b.toString(16).padStart(2, "0"),
@@ -234,9 +310,16 @@ async function startWorkload(seconds: number) {
     chain,
     child,
     containerId: inContainer ? containerId : null,
+    timeline,
+    bystanderTimeline,
+    steal,
     async stop() {
+      timeline[Symbol.dispose]();
+      bystanderTimeline[Symbol.dispose]();
       child.kill();
+      bystander.kill();
       await child.status;
+      await bystander.status;
       if (base === null) return;
       for (const dir of [leaf, `${base}/kubepods.slice`, base]) {
         try {
@@ -253,17 +336,76 @@ function workloadSamples(received: Received[], pid: number): FlatSample[] {
   return received.flatMap((r) => r.samples).filter((s) => s.resource["process.pid"] === pid);
 }
 
-/** The export of the workload carries its chain, frame types and resource attributes. */
-function checkWorkloadExport(
+/** Sum of the sample counts. */
+function countOf(samples: FlatSample[]): number {
+  return samples.reduce((sum, s) => sum + s.values[0]!, 0);
+}
+
+/**
+ * The runs of back-to-back intervals among `intervals` (each starting where the one before ended, to the
+ * ms the exports carry), ms since the epoch: an interval dropped on a busy machine leaves a gap.
+ */
+function runsOf(intervals: { startMs: number; durationMs: number }[]): { startMs: number; endMs: number }[] {
+  const runs: { startMs: number; endMs: number }[] = [];
+  for (const interval of [...intervals].sort((a, b) => a.startMs - b.startMs)) {
+    const last = runs.at(-1);
+    if (last && Math.abs(interval.startMs - last.endMs) <= 1) {
+      last.endMs = interval.startMs + interval.durationMs;
+    } else runs.push({ startMs: interval.startMs, endMs: interval.startMs + interval.durationMs });
+  }
+  return runs;
+}
+
+/** The CPU time a process used in the intervals `received`. */
+function cpuIn(received: Received[], timeline: CpuTimeline): CpuSpan {
+  const spans = runsOf(received).map((run) => timeline.between(run.startMs, run.endMs));
+  return {
+    low: spans.reduce((sum, span) => sum + span.low, 0),
+    high: spans.reduce((sum, span) => sum + span.high, 0),
+  };
+}
+
+/**
+ * Exports until they span this much of the workload's CPU time: enough samples at 49 Hz (about 100) that
+ * their count says something, however busy the machine is.
+ */
+const EXPORTED_CPU_SECONDS = 2;
+
+/** Waits until the intervals `received` span `cpuSeconds` of the workload's CPU time. */
+async function waitForExportedCpu(
   received: Received[],
-  workload: { chain: string; child: Deno.ChildProcess; containerId: string | null },
+  workload: Awaited<ReturnType<typeof startWorkload>>,
+  cpuSeconds: number,
+): Promise<void> {
+  await waitFor(`exports spanning ${cpuSeconds} s of the workload's CPU time`, 120_000, () => {
+    return received.length > 0 && cpuIn(received, workload.timeline).low >= cpuSeconds;
+  });
+}
+
+/**
+ * The export of the workload carries its chain, frame types and resource attributes, and as many of its
+ * samples as the CPU time it used in the exported intervals brings at `hz`; so does the busy shell beside
+ * it.
+ */
+function checkWorkloadExport(
+  receivedSoFar: Received[],
+  workload: Awaited<ReturnType<typeof startWorkload>>,
+  hz: number,
 ): void {
+  const received = [...receivedSoFar];
+  const steal = workload.steal.fraction();
   const ours = workloadSamples(received, workload.child.pid);
-  const total = ours.reduce((sum, s) => sum + s.values[0]!, 0);
+  const total = countOf(ours);
   const complete = ours.filter((s) => hasChain(s.frames, ["main", "a", "b", "c"]));
-  const completeCount = complete.reduce((sum, s) => sum + s.values[0]!, 0);
+  const completeCount = countOf(complete);
   console.log(`workload: ${completeCount}/${total} exported samples with main;a;b;c`);
-  assert.ok(total >= 20, `the workload's samples are exported (${total})`);
+  assertSampleCount(
+    total,
+    cpuIn(received, workload.timeline),
+    hz,
+    steal,
+    "the workload",
+  );
   assert.ok(completeCount / total >= 0.9, `${completeCount}/${total} samples have main;a;b;c`);
   for (const sample of complete) {
     const at = sample.frames.indexOf("main");
@@ -290,8 +432,10 @@ function checkWorkloadExport(
     const first = sample.frameTypes.indexOf("kernel");
     assert.ok(sample.frameTypes.slice(first).every((type) => type === "kernel"), "kernel frames beneath");
   }
-  // Other processes are exported when they ran (the agent does not sample itself, and a quiet machine may
-  // have nothing else running during a short window).
+  // Other processes are exported too: at least the busy shell, as much as it ran.
+  const bystander = countOf(workloadSamples(received, workload.bystanderTimeline.pid));
+  const cpu = cpuIn(received, workload.bystanderTimeline);
+  assertSampleCount(bystander, cpu, hz, steal, "the busy shell beside it");
   console.log(`${new Set(all.map((s) => s.resource["process.pid"])).size} processes exported`);
 }
 
@@ -315,17 +459,9 @@ Deno.test(
       ]);
       try {
         const launched = performance.now();
-        await waitFor(
-          "two exports with the workload",
-          30_000,
-          () =>
-            receiver.received.filter((r) =>
-              r.samples.some((s) => s.resource["process.pid"] === workload.child.pid)
-            )
-              .length >= 2,
-        );
+        await waitForExportedCpu(receiver.received, workload, EXPORTED_CPU_SECONDS);
         console.log(`first exports after ${((performance.now() - launched) / 1000).toFixed(1)} s`);
-        checkWorkloadExport(receiver.received, workload);
+        checkWorkloadExport(receiver.received, workload, 49);
         const headers = receiver.received[0]!.headers;
         assert.equal(headers["content-type"], "application/x-protobuf");
         assert.equal(headers["content-encoding"], "gzip");
@@ -338,7 +474,6 @@ Deno.test(
         const rssBefore = agent.rssKiB();
         await sleep(6500);
         const rssDown = agent.rssKiB();
-        console.log(`agent RSS: ${rssBefore} KiB before the outage, ${rssDown} KiB after 6.5 s of it`);
         assert.equal(receiver.received.length, before);
         assert.ok(
           agent.dropped().length > 0,
@@ -354,6 +489,7 @@ Deno.test(
         });
         agent.child.kill("SIGTERM");
         assert.equal(await agent.exit(), 0, agent.output);
+        await receiver.settled();
 
         // Every interval logged is either received or reported dropped, never both, never twice.
         const intervals = agent.intervals();
@@ -370,16 +506,57 @@ Deno.test(
           [...intervals.keys()].sort((a, b) => a - b),
           "received + dropped = every interval",
         );
-        // Only the oldest go: the drops are one run, and the `limit` intervals after it all arrived.
-        const firstDrop = Math.min(...dropped);
+        // The `limit` intervals after the last drop all arrived (which drops were the oldest is checked
+        // with the queue's memory below).
         const lastDrop = Math.max(...dropped);
-        assert.equal(lastDrop - firstDrop + 1, dropped.length, `one run of drops: ${dropped}`);
         for (let seq = lastDrop + 1; seq <= lastDrop + limit; seq++) {
           assert.ok(receivedSeqs.includes(seq), `interval ${seq}, younger than the buffer limit, arrived`);
         }
         const summary = agent.summary();
         assert.deepEqual(summary, { sent: receivedSeqs.length, dropped: dropped.length, unsent: 0 });
-        // Intervals are contiguous: each starts where the previous one ended (to the ms of the log).
+
+        // Memory during the outage: the queue never held more than `limit` bodies, and only the oldest
+        // went. Each body's size is what the agent logged, and what the receiver got for the intervals
+        // that arrived. A drop is logged either as the interval that causes it is queued (just before that
+        // interval's own line) or when the send of one that left a full queue fails: either way the one
+        // dropped is older than the `limit` queued last, and the bytes held are at most theirs.
+        const events = agent.queueEvents();
+        const bytes = new Map<number, number>();
+        for (const event of events) if ("queued" in event) bytes.set(event.queued, event.bytes);
+        for (const r of receiver.received) {
+          const seq = byStart.get(r.startMs)!;
+          assert.equal(r.gzippedBytes, bytes.get(seq), `interval ${seq}: the body logged is the body sent`);
+        }
+        for (const [i, event] of events.entries()) {
+          if (!("dropped" in event)) continue;
+          const next = events.slice(i + 1).find((later) => "queued" in later);
+          const queued = [...events.slice(0, i), ...(next ? [next] : [])].flatMap((e) =>
+            "queued" in e ? [e.queued] : []
+          );
+          const youngest = queued.slice(-limit);
+          assert.ok(
+            youngest.every((seq) => seq > event.dropped),
+            `interval ${event.dropped} was dropped while ${youngest.join(", ")} were the last queued`,
+          );
+          const most = queued.map((seq) => bytes.get(seq)!).sort((a, b) => b - a).slice(0, limit)
+            .reduce((sum, size) => sum + size, 0);
+          assert.ok(
+            event.heldBytes > 0 && event.heldBytes <= most,
+            `${event.heldBytes} bytes held when interval ${event.dropped} was dropped; ${limit} bodies are ${most}`,
+          );
+        }
+        console.log(`agent RSS (not compared: V8's heap moves it by MBs): ${rssBefore} KiB, ${rssDown} KiB`);
+
+        // Intervals are contiguous: each starts where the previous one ended (to the ms of the log), the
+        // dropped ones included.
+        for (const r of receiver.received) {
+          const next = intervals.get(byStart.get(r.startMs)! + 1);
+          if (next === undefined) continue;
+          assert.ok(
+            Math.abs(Date.parse(next) - (r.startMs + r.durationMs)) <= 1,
+            `${next} follows ${r.startMs}`,
+          );
+        }
         const ordered = [...receiver.received].sort((a, b) => a.startMs - b.startMs);
         const last = ordered.at(-1)!;
         assert.equal(
@@ -427,16 +604,8 @@ Deno.test(
         "8",
       ]);
       try {
-        await waitFor(
-          "two exports with the workload",
-          30_000,
-          () =>
-            receiver.received.filter((r) =>
-              r.samples.some((s) => s.resource["process.pid"] === workload.child.pid)
-            )
-              .length >= 2,
-        );
-        checkWorkloadExport(receiver.received, workload);
+        await waitForExportedCpu(receiver.received, workload, EXPORTED_CPU_SECONDS);
+        checkWorkloadExport(receiver.received, workload, 49);
         const headers = receiver.received[0]!.headers;
         assert.match(headers["content-type"]!, /^application\/grpc/);
         assert.equal(headers["grpc-encoding"], "gzip");
@@ -458,6 +627,7 @@ Deno.test(
         receiver.down = false;
         const stopping = performance.now();
         assert.equal(await agent.exit(), 0, agent.output);
+        await receiver.settled();
         console.log(
           `exited ${((performance.now() - stopping) / 1000).toFixed(1)} s after the endpoint came back`,
         );
@@ -491,35 +661,65 @@ Deno.test(
     const dir = tempDir();
     const agent = new AgentProcess(["--pprof-dir", dir, "--interval", "0.5", "-F", "49"]);
     try {
+      // Three files or more, spanning enough of the workload's CPU time (their names give their starts).
       await waitFor(
-        "three pprof files",
-        30_000,
-        () => [...Deno.readDirSync(dir)].filter((entry) => entry.name.endsWith(".pb.gz")).length >= 3,
+        `pprof files spanning ${EXPORTED_CPU_SECONDS} s of the workload's CPU time`,
+        120_000,
+        () => {
+          const starts = [...Deno.readDirSync(dir)].map((entry) =>
+            /^omniprof-(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d\.\d{3})Z\.pb\.gz$/.exec(entry.name)
+          ).filter((match) => match !== null).map((m) =>
+            Date.parse(`${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}Z`)
+          )
+            .sort((a, b) => a - b);
+          return starts.length >= 3 &&
+            workload.timeline.between(starts[0]!, starts.at(-1)!).low >= EXPORTED_CPU_SECONDS;
+        },
       );
       agent.child.kill("SIGTERM");
       assert.equal(await agent.exit(), 0, agent.output);
       const files = [...Deno.readDirSync(dir)].map((entry) => entry.name).sort();
       assert.ok(files.every((name) => /^omniprof-\d{8}T\d{6}\.\d{3}Z\.pb\.gz$/.test(name)), files.join(" "));
       assert.equal(files.length, agent.intervals().size, "one file per interval with samples");
+      let workloadSamples = 0;
       let chainSamples = 0;
+      let bystanderSamples = 0;
+      let firstStart = 0;
       let previousEnd = 0;
       for (const name of files) {
         const profile = decodePprof(Deno.readFileSync(`${dir}/${name}`));
         if (previousEnd !== 0) {
           assert.ok(Math.abs(profile.startTimeNs - previousEnd) < 2e6, "intervals are contiguous");
-        }
+        } else firstStart = profile.startTimeNs;
         previousEnd = profile.startTimeNs + profile.durationNs;
         // Kernel frames are named, without the addresses that tell where the kernel is loaded.
         const kernelAddresses = profile.locations.filter((l) => l.kind === "kernel" && l.address !== 0);
         assert.deepEqual(kernelAddresses, [], `${name} holds no kernel address`);
         for (const sample of profile.samples) {
+          if (sample.pid === workload.bystanderTimeline.pid) bystanderSamples += sample.count;
           if (sample.pid !== workload.child.pid) continue;
+          workloadSamples += sample.count;
           const frames = sample.locations.map((index) => profile.locations[index]!.functionName).reverse();
           if (hasChain(frames, ["main", "a", "b", "c"])) chainSamples += sample.count;
         }
       }
-      console.log(`${files.length} pprof files, ${chainSamples} samples of main;a;b;c`);
-      assert.ok(chainSamples >= 10, `${chainSamples} samples of the chain`);
+      console.log(`${files.length} pprof files, ${chainSamples}/${workloadSamples} samples of main;a;b;c`);
+      // As many of the workload's and the busy shell's samples as their CPU time in the files' span brings.
+      const [startMs, endMs] = [Math.round(firstStart / 1e6), Math.round(previousEnd / 1e6)];
+      const steal = workload.steal.fraction();
+      assertSampleCount(
+        workloadSamples,
+        workload.timeline.between(startMs, endMs),
+        49,
+        steal,
+        "the workload",
+      );
+      assert.ok(
+        chainSamples / workloadSamples >= 0.9,
+        `${chainSamples}/${workloadSamples} samples of the chain`,
+      );
+      const bystanderCpu = workload.bystanderTimeline.between(startMs, endMs);
+      assertSampleCount(bystanderSamples, bystanderCpu, 49, steal, "the busy shell beside it");
       assert.match(
         agent.output,
         new RegExp(

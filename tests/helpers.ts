@@ -7,6 +7,7 @@
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
 import { V8_FLAGS } from "../support/v8_flags.ts";
 import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
 
 export { V8_FLAGS };
 
@@ -182,6 +183,20 @@ export function parseFolded(text: string): FoldedStack[] {
     const [comm, ...frames] = line.slice(0, space).split(";");
     return { comm: comm!, frames, count: Number(line.slice(space + 1)) };
   });
+}
+
+/**
+ * The stacks of process `pid` in the pprof file at `path`, as folded stacks (frames root first). A
+ * whole-system recording is told apart by PID: on a shared machine, other runs of the same workload may
+ * be sampled too.
+ */
+export function pprofStacksOf(path: string, pid: number): FoldedStack[] {
+  const profile = decodePprof(Deno.readFileSync(path));
+  return profile.samples.filter((sample) => sample.pid === pid).map((sample) => ({
+    comm: sample.comm,
+    frames: sample.locations.map((index) => profile.locations[index]!.functionName).reverse(),
+    count: sample.count,
+  }));
 }
 
 /** Sum of counts of the stacks that satisfy `predicate`. */

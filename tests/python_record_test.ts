@@ -17,6 +17,9 @@ import {
   withMarkers,
 } from "../lib/interpreter/python/test_processes.ts";
 import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { cpuBetween, type CpuTarget, recordWatchingCpu } from "./recording_window.ts";
+import { assertSampleCount, type CpuSpan, reportedCpuSeconds, StealMeter } from "./sample_bounds.ts";
+import { parsePidStatCpu } from "./bench/system_cpu.ts";
 
 const installs = pythonInstalls();
 // Each test records every Python here at once; a missing one counts as a skipped test of its own.
@@ -61,13 +64,26 @@ function samplesOf(profile: Profile): Sample[] {
   }));
 }
 
-async function record(pids: number[], seconds: number, dir: string): Promise<Sample[]> {
+/** The samples of a recording of `pids`, and the CPU time each target used while it was sampled. */
+async function record(
+  pids: number[],
+  targets: CpuTarget[],
+  cpuSeconds: number,
+  dir: string,
+): Promise<{ samples: Sample[]; cpu: CpuSpan[]; steal: number }> {
   const output = `${dir}/python.pb.gz`;
-  const args = ["record", "-d", String(seconds), "-o", output, ...pids.flatMap((pid) => ["-p", String(pid)])];
-  const result = await runCli(args);
+  const args = ["record", "-o", output, ...pids.flatMap((pid) => ["-p", String(pid)])];
+  // Until every target has had `cpuSeconds` of CPU: a busy machine makes the recording longer, not poorer.
+  const { result, start, end, steal } = await recordWatchingCpu(args, targets, {
+    interruptAfterCpuSeconds: cpuSeconds,
+  });
   assert.equal(result.code, 0, result.stderr);
   assert.doesNotMatch(result.stderr, /error|warn/i, "the recording logs no problem");
-  return samplesOf(decodePprof(Deno.readFileSync(output)));
+  const cpu = targets.map((target, i) => {
+    assert.ok(end[i], `${target.pid} ran throughout the recording`);
+    return cpuBetween(start[i]!, end[i]);
+  });
+  return { samples: samplesOf(decodePprof(Deno.readFileSync(output))), cpu, steal };
 }
 
 function sum(samples: readonly Sample[]): number {
@@ -87,30 +103,54 @@ function belowEvalLoop(sample: Sample): boolean {
   return evalLoop >= 0 && evalLoop < firstPython;
 }
 
-/** One Python of this machine, what it printed before "ready", and the samples of its process. */
+/**
+ * One Python of this machine, what it printed before "ready", the samples of its process, and the CPU
+ * time each of its targets used while sampled.
+ */
 interface RecordedPython {
   install: PythonInstall;
   process: PythonProcess;
   samples: Sample[];
+  cpu: CpuSpan[];
+  steal: number;
 }
 
 /**
- * Runs `script` under every Python found, records them all together for `seconds`, stops them, and hands
- * back each one's samples.
+ * Runs `script` under every Python found and records them all together until each of their `targets`
+ * (the whole process unless told which threads) has had `cpuSeconds` of CPU; stops them, and hands back
+ * each one's samples.
  */
-async function recordEveryPython(script: TestScript, seconds: number): Promise<RecordedPython[]> {
+async function recordEveryPython(
+  script: TestScript,
+  cpuSeconds: number,
+  targets: (process: PythonProcess) => CpuTarget[] = (process) => [{ pid: process.pid }],
+): Promise<RecordedPython[]> {
+  assert.ok(installs.found.length > 0, "at least the system python3 runs");
   const started: { install: PythonInstall; process: PythonProcess }[] = [];
   const dir = tempDir();
   try {
     for (const install of installs.found) {
       started.push({ install, process: await startPython(install.executable, script.source) });
     }
-    const samples = await record(started.map(({ process }) => process.pid), seconds, dir);
-    return started.map(({ install, process }) => ({
-      install,
-      process,
-      samples: samples.filter((sample) => sample.pid === process.pid),
-    }));
+    const perPython = started.map(({ process }) => targets(process));
+    const recorded = await record(
+      started.map(({ process }) => process.pid),
+      perPython.flat(),
+      cpuSeconds,
+      dir,
+    );
+    let next = 0;
+    return started.map(({ install, process }, i) => {
+      const cpu = recorded.cpu.slice(next, next + perPython[i]!.length);
+      next += cpu.length;
+      return {
+        install,
+        process,
+        samples: recorded.samples.filter((sample) => sample.pid === process.pid),
+        cpu,
+        steal: recorded.steal,
+      };
+    });
   } finally {
     for (const { process } of started) await process.kill();
     Deno.removeSync(dir, { recursive: true });
@@ -119,10 +159,9 @@ async function recordEveryPython(script: TestScript, seconds: number): Promise<R
 
 Deno.test(
   tracingTest("record: main;pa;pb;pc as Python frames with file:line, for every Python here", async () => {
-    assert.ok(installs.found.length > 0, "at least the system python3 runs");
     const script = chainScript();
     const { lines } = script;
-    for (const { install, process, samples: ours } of await recordEveryPython(script, 4)) {
+    for (const { install, process, samples: ours, cpu, steal } of await recordEveryPython(script, 1.5)) {
       const total = sum(ours);
       const expected = [
         `<module>:${lines.CALL_MAIN}`,
@@ -137,21 +176,31 @@ Deno.test(
         ),
       );
       console.log(`${install.label}: ${complete}/${total} samples show ${expected.join(";")}`);
-      assert.ok(total >= 15, `${install.label}: ${total} samples in 4 s`);
+      assertSampleCount(total, cpu[0]!, 99, steal, install.label);
       assert.ok(complete / total >= 0.9, `${install.label}: ${complete}/${total} complete`);
     }
   }, somePython),
 );
 
+/** The thread ids the two-thread script printed ("A <ident> <tid>", "B ..."), A first. */
+function spinningThreads(process: PythonProcess): number[] {
+  const tids = new Map<string, number>();
+  for (const line of process.output) {
+    const match = /^([AB]) \d+ (\d+)$/.exec(line);
+    if (match) tids.set(match[1]!, Number(match[2]));
+  }
+  assert.ok(tids.has("A") && tids.has("B"), `both threads named: ${process.output.join(" | ")}`);
+  return [tids.get("A")!, tids.get("B")!];
+}
+
 Deno.test(tracingTest("record: two Python threads are each attributed to their own function", async () => {
   const script = twoThreadScript();
-  for (const { install, process, samples } of await recordEveryPython(script, 4)) {
-    const tids = new Map<string, number>();
-    for (const line of process.output) {
-      const match = /^([AB]) \d+ (\d+)$/.exec(line);
-      if (match) tids.set(match[1]!, Number(match[2]));
-    }
-    for (const [thread, spin] of [["A", "spin_a"], ["B", "spin_b"]] as const) {
+  const threads = (process: PythonProcess) =>
+    spinningThreads(process).map((tid) => ({ pid: process.pid, tid }));
+  for (const { install, process, samples, cpu, steal } of await recordEveryPython(script, 1, threads)) {
+    const [a, b] = spinningThreads(process);
+    const tids = new Map([["A", a!], ["B", b!]]);
+    for (const [i, [thread, spin]] of ([["A", "spin_a"], ["B", "spin_b"]] as const).entries()) {
       const ours = samples.filter((sample) => sample.pid === process.pid && sample.tid === tids.get(thread));
       const total = sum(ours);
       const right = sum(ours.filter((sample) => {
@@ -165,7 +214,7 @@ Deno.test(tracingTest("record: two Python threads are each attributed to their o
         ),
       );
       console.log(`${install.label} thread ${thread}: ${right}/${total} in ${spin}, ${wrong} elsewhere`);
-      assert.ok(total >= 10, `${install.label} thread ${thread}: ${total} samples`);
+      assertSampleCount(total, cpu[i]!, 99, steal, `${install.label} thread ${thread}`);
       assert.ok(right / total >= 0.9, `${install.label} thread ${thread}: ${right}/${total} in ${spin}`);
       assert.equal(wrong, 0, `${install.label}: no other thread is named ${spin}`);
     }
@@ -204,7 +253,7 @@ sort_forever()
 
 Deno.test(tracingTest("record: Python -> ctypes -> qsort -> Python comparator, in order", async () => {
   const script = qsortScript();
-  for (const { install, process, samples: ours } of await recordEveryPython(script, 4)) {
+  for (const { install, process, samples: ours, cpu, steal } of await recordEveryPython(script, 1.5)) {
     const total = sum(ours);
     const inOrder = sum(ours.filter((sample) => {
       const names = sample.frames.map((frame) =>
@@ -218,7 +267,7 @@ Deno.test(tracingTest("record: Python -> ctypes -> qsort -> Python comparator, i
       return caller >= 0 && qsort > caller && callback > qsort;
     }));
     console.log(`${install.label}: ${inOrder}/${total} samples show sort_forever;...;qsort;...;compare`);
-    assert.ok(total >= 15, `${install.label}: ${total} samples`);
+    assertSampleCount(total, cpu[0]!, 99, steal, install.label);
     assert.ok(inOrder / total >= 0.8, `${install.label}: ${inOrder}/${total} in order`);
   }
 }, somePython));
@@ -233,20 +282,28 @@ Deno.test(
       const scriptPath = `${dir}/chain.py`;
       const script = chainScript();
       Deno.writeTextFileSync(scriptPath, script.source);
-      // The command's tree: a native workload for 5 s; a Python process killed after 1.5 s; another started
-      // at 2.5 s, after the recording began.
+      // The command's tree: a native workload of 5 CPU s; a Python process killed after 1.5 s; another
+      // started at 2.5 s, after the recording began, and stopped (its CPU time read) once the native one
+      // is done.
       const shell = [
         `"${chain}" 5 > "${dir}/chain.out" &`,
         `"${python}" "${scriptPath}" > /dev/null & killed=$!`,
         `sleep 1.5; kill -9 $killed`,
         `sleep 1; "${python}" "${scriptPath}" > /dev/null & late=$!`,
         `echo $late > "${dir}/late.pid"`,
-        `wait %1; kill -9 $late; wait`,
+        `wait %1; kill -STOP $late`,
+        `until grep -q ') T ' /proc/$late/stat; do sleep 0.01; done`,
+        `cat /proc/$late/stat > "${dir}/late.stat"; kill -9 $late; wait`,
       ].join("\n");
+      // Enough samples of the native workload that a loss of a tenth shows (sample_bounds.ts).
+      const hz = 499;
       try {
         const output = `${dir}/mixed.pb.gz`;
+        const steal = new StealMeter();
         const result = await runCli([
           "record",
+          "-F",
+          String(hz),
           "-o",
           output,
           "--stats",
@@ -269,17 +326,13 @@ Deno.test(
           ),
         );
         // chain prints the CPU seconds it used: every one of its samples must be there.
-        const cpuSeconds = Number(Deno.readTextFileSync(`${dir}/chain.out`).match(/[\d.]+/)?.[0]);
+        const cpuSeconds = reportedCpuSeconds(Deno.readTextFileSync(`${dir}/chain.out`));
         const chainSamples = sum(
           samples.filter((sample) => sample.frames.some((frame) => frame.name === "c")),
         );
-        const expected = cpuSeconds * 99;
-        console.log(
-          `started mid-recording: ${lateComplete}/${sum(latePython)} with Python frames; ` +
-            `native workload: ${chainSamples} samples for ${cpuSeconds.toFixed(2)} CPU s (${
-              expected.toFixed(0)
-            } expected)`,
-        );
+        // The late Python was sampled from its start to its stop, when its CPU time was read.
+        const lateCpu = parsePidStatCpu(Deno.readTextFileSync(`${dir}/late.stat`));
+        console.log(`started mid-recording: ${lateComplete}/${sum(latePython)} with Python frames`);
         const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`));
         console.log(
           "counters:",
@@ -288,9 +341,10 @@ Deno.test(
           ),
           JSON.stringify(stats.processes),
         );
-        assert.ok(sum(latePython) >= 30, `the late process was sampled: ${sum(latePython)}`);
+        const stolen = steal.fraction();
+        assertSampleCount(sum(latePython), { low: lateCpu, high: lateCpu + 0.02 }, hz, stolen, "late Python");
         assert.ok(lateComplete / sum(latePython) >= 0.9, `late: ${lateComplete}/${sum(latePython)}`);
-        assert.ok(Math.abs(chainSamples - expected) <= expected * 0.1, `${chainSamples} vs ${expected}`);
+        assertSampleCount(chainSamples, cpuSeconds, hz, stolen, "native workload beside them");
       } finally {
         Deno.removeSync(dir, { recursive: true });
       }

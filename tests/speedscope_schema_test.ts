@@ -13,6 +13,7 @@ import type { FrameKind, Profile } from "../lib/profile/profile.ts";
 import { formatSpeedscope, type SpeedscopeFile } from "../lib/output/speedscope.ts";
 import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
 import { bootstrapped, requiring } from "../lib/testing/requirements.ts";
+import { assertSampleCount, reportedCpuSeconds, StealMeter } from "./sample_bounds.ts";
 
 const require = createRequire(import.meta.url);
 let schemaPath = "";
@@ -39,7 +40,8 @@ function checkConsistency(file: SpeedscopeFile): void {
     assert.equal(profile.samples.length, profile.weights.length, `${profile.name}: one weight per sample`);
     let sum = 0;
     for (const [i, stack] of profile.samples.entries()) {
-      assert.ok(stack.length > 0 || profile.weights[i]! >= 0);
+      // A stack may be empty (a sample with no frame), never weightless.
+      assert.ok(profile.weights[i]! > 0, `${profile.name}: stack ${i} weighs ${profile.weights[i]}`);
       for (const frame of stack) assert.ok(Number.isInteger(frame) && frame >= 0 && frame < frames);
       sum += profile.weights[i]!;
     }
@@ -113,6 +115,7 @@ const chainTest = tracingTest(
     const dir = tempDir();
     try {
       const output = `${dir}/chain.speedscope.json`;
+      const steal = new StealMeter();
       const result = await runCli(["record", "-F", "199", "-o", output, "--", chain, "2"]);
       assert.equal(result.code, 0, result.stderr);
       const file = JSON.parse(Deno.readTextFileSync(output)) as SpeedscopeFile;
@@ -123,11 +126,17 @@ const chainTest = tracingTest(
       const chainProfile = file.profiles.find((profile) => profile.name.startsWith("chain-fp"));
       assert.ok(chainProfile, `profiles: ${file.profiles.map((p) => p.name).join(", ")}`);
       assert.equal(chainProfile.unit, "nanoseconds");
-      const withChain = chainProfile.samples.filter((stack) => {
+      // Weights are nanoseconds of CPU, samples times the period: as many samples as the workload's CPU
+      // time brings, nearly all of them with the chain.
+      const periodNs = Math.round(1e9 / 199);
+      const samples = (chainProfile.endValue - chainProfile.startValue) / periodNs;
+      assert.ok(Number.isInteger(samples), `${samples} samples of ${periodNs} ns`);
+      assertSampleCount(samples, reportedCpuSeconds(result.stdout), 199, steal.fraction(), "chain-fp");
+      const withChain = chainProfile.samples.reduce((sum, stack, i) => {
         const text = stack.map((frame) => names[frame]).join(";");
-        return text.includes("main;a;b;c");
-      });
-      assert.ok(withChain.length > 0, "the chain main;a;b;c is in the profile");
+        return sum + (text.includes("main;a;b;c") ? chainProfile.weights[i]! / periodNs : 0);
+      }, 0);
+      assert.ok(withChain / samples >= 0.95, `${withChain}/${samples} samples have main;a;b;c`);
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }

@@ -1,7 +1,8 @@
-// The call chain a -> b -> c of the native workloads, where c burns CPU until `end` (CLOCK_MONOTONIC
-// seconds). c is not a leaf (it reads the clock), so with frame pointers every frame of the chain is on the
-// frame-pointer chain. Definitions, not declarations: each workload is one program built from its one .c
-// file, which includes this (the test build rebuilds a workload when a header here changes).
+// The call chain a -> b -> c of the native workloads, where c burns CPU until the process has used `end`
+// seconds of CPU (clock.h). c is not a leaf (it reads the clock), so with frame pointers every frame of the
+// chain is on the frame-pointer chain. Definitions, not declarations: each workload is one program built
+// from its one .c file, which includes this (the test build rebuilds a workload when a header here
+// changes).
 #ifndef OMNIPROF_WORKLOAD_CHAIN_H
 #define OMNIPROF_WORKLOAD_CHAIN_H
 

@@ -17,7 +17,7 @@ __attribute__((noinline)) void d(double end)
 
 __attribute__((noinline)) void b(double end)
 {
-  double start = now();
+  double start = cpu_seconds();
   c(start + (end - start) * 0.1);
   d(end);
   sink++;
@@ -32,6 +32,7 @@ __attribute__((noinline)) void a(double end)
 int main(int argc, char **argv)
 {
   double seconds = argc > 1 ? atof(argv[1]) : 5;
-  a(now() + seconds);
+  a(cpu_seconds() + seconds);
+  report_cpu_seconds();
   return 0;
 }

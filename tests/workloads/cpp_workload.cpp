@@ -1,11 +1,12 @@
 // Test workload in C++ (built with g++ -O2, default flags: no frame pointers): templates, a lambda
 // through std::sort, virtual calls. Usage: cpp_workload SECONDS
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <vector>
+
+#include "clock.h"
 
 namespace workload {
 struct Shape {
@@ -39,17 +40,18 @@ volatile double sink;
 int main(int argc, char **argv)
 {
   double seconds = argc > 1 ? std::atof(argv[1]) : 5;
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  double end = cpu_seconds() + seconds;
   std::vector<std::unique_ptr<workload::Shape>> shapes;
   for (int i = 0; i < 8; i++)
     shapes.push_back(std::make_unique<workload::Square>(i));
   std::vector<uint64_t> values(20000);
-  while (std::chrono::steady_clock::now() < end) {
+  while (cpu_seconds() < end) {
     for (size_t i = 0; i < values.size(); i++)
       values[i] = (i * 2654435761u) ^ static_cast<uint64_t>(sink);
     sink = workload::sorted_sum(values);
     for (auto &shape : shapes)
       sink = sink + shape->area(20000);
   }
+  report_cpu_seconds();
   return 0;
 }

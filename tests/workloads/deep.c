@@ -1,5 +1,5 @@
 // Benchmark workload with a deep native stack: main -> level x 28 -> burn, 30 frames, burning CPU in
-// burn until SECONDS have passed. Usage: deep SECONDS
+// burn until the process has used SECONDS of CPU. Usage: deep SECONDS
 #include <stdlib.h>
 
 #include "spin.h"
@@ -20,6 +20,7 @@ __attribute__((noinline)) void level(int depth, double end)
 
 int main(int argc, char **argv)
 {
-  level(27, now() + (argc > 1 ? atof(argv[1]) : 5));
+  level(27, cpu_seconds() + (argc > 1 ? atof(argv[1]) : 5));
+  report_cpu_seconds();
   return 0;
 }

@@ -1,17 +1,12 @@
 // Test workload: burns about MS milliseconds of CPU in short_lived_work, then exits. Started hundreds of
-// times during one recording to check that short processes are still symbolized. Usage: short_lived MS
+// times during one recording to check that short processes are still symbolized. Prints the CPU time it
+// used. Usage: short_lived MS
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "clock.h"
 
 static volatile uint64_t sink;
-
-static double cpu_seconds(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) void short_lived_work(double seconds)
 {
@@ -26,5 +21,6 @@ __attribute__((noinline)) void short_lived_work(double seconds)
 int main(int argc, char **argv)
 {
   short_lived_work((argc > 1 ? atof(argv[1]) : 20) / 1000);
+  report_cpu_seconds();
   return 0;
 }

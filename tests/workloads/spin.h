@@ -9,7 +9,8 @@
 
 static volatile uint64_t sink;
 
-// Runs a linear congruential generator from `seed` until `end` (now() seconds), publishing it to `sink`.
+// Runs a linear congruential generator from `seed` until the process has used `end` seconds of CPU,
+// publishing it to `sink`.
 static inline __attribute__((always_inline)) void spin_until(uint64_t seed, double end)
 {
   uint64_t x = seed;
@@ -17,7 +18,7 @@ static inline __attribute__((always_inline)) void spin_until(uint64_t seed, doub
     for (int i = 0; i < 2000000; i++)
       x = x * 6364136223846793005ull + 1442695040888963407ull;
     sink = x;
-  } while (now() < end);
+  } while (cpu_seconds() < end);
 }
 
 #endif

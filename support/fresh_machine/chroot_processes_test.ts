@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { processesRootedIn, stopProcessesIn } from "./chroot_processes.ts";
+import { bootstrapped, requiring } from "../../lib/testing/requirements.ts";
 
 Deno.test("processesRootedIn() finds this process under / and nothing under a folder no process uses", () => {
   assert.ok(processesRootedIn("/").includes(Deno.pid));
@@ -12,11 +13,9 @@ Deno.test("processesRootedIn() finds this process under / and nothing under a fo
 });
 
 const notRoot = Deno.uid() === 0 ? null : "needs root to chroot";
-if (notRoot) console.log(`SKIP the chroot process test: ${notRoot}`);
 
-Deno.test({
+Deno.test(requiring([bootstrapped(notRoot)], {
   name: "stopProcessesIn() ends a process that ignores SIGTERM in a chroot, and only it",
-  ignore: notRoot !== null,
   async fn() {
     // A root holding just a shell: /bin/sh with the libraries it links, found by ldd.
     const root = Deno.realPathSync(Deno.makeTempDirSync({ prefix: "omniprof-chroot-" }));
@@ -51,4 +50,4 @@ Deno.test({
       Deno.removeSync(root, { recursive: true });
     }
   },
-});
+}));

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { bindSlave, mountsBelow, parseMountinfo, topMounts, unmountAllBelow } from "./mounts.ts";
+import { bootstrapped, requiring } from "../../lib/testing/requirements.ts";
 
 const MOUNTINFO = [
   "22 27 0:21 / /proc rw,relatime - proc proc rw",
@@ -37,11 +38,9 @@ Deno.test("topMounts() keeps the mounts no other one holds", () => {
 });
 
 const notRoot = Deno.uid() === 0 ? null : "needs root to mount";
-if (notRoot) console.log(`SKIP the bind mount test: ${notRoot}`);
 
-Deno.test({
+Deno.test(requiring([bootstrapped(notRoot)], {
   name: "bindSlave() binds /sys with its submounts, and unmountAllBelow() takes them down, not the host's",
-  ignore: notRoot !== null,
   async fn() {
     const hostBefore = mountsBelow("/sys");
     const dir = Deno.realPathSync(Deno.makeTempDirSync({ prefix: "omniprof-mounts-" }));
@@ -63,16 +62,15 @@ Deno.test({
       if (mountsBelow(dir).length === 0) Deno.removeSync(dir, { recursive: true });
     }
   },
-});
+}));
 
 async function mount(...args: string[]): Promise<void> {
   const output = await new Deno.Command("mount", { args, stderr: "piped" }).output();
   assert.ok(output.success, `mount ${args.join(" ")}: ${new TextDecoder().decode(output.stderr)}`);
 }
 
-Deno.test({
+Deno.test(requiring([bootstrapped(notRoot)], {
   name: "unmountAllBelow() leaves the submounts of a shared source mounted, binds by others included",
-  ignore: notRoot !== null,
   async fn() {
     // A source shared with its binds as the host's /sys is on systemd machines, with a submount as
     // tracefs is: a plain `umount -R` of a bind of it unmounts the source's submount too.
@@ -98,4 +96,4 @@ Deno.test({
       if (mountsBelow(dir).length === 0) Deno.removeSync(dir, { recursive: true });
     }
   },
-});
+}));

@@ -222,15 +222,11 @@ class HttpExporter implements ProfileExporter {
     } catch (error) {
       return { ok: false, retryable: true, reason: reasonOf(error) };
     }
-    let body: Uint8Array;
-    let complete: boolean;
-    try {
-      ({ bytes: body, complete } = await readCapped(response.body, MAX_RESPONSE_BYTES));
-    } catch (error) {
-      return { ok: false, retryable: true, reason: `reading the response: ${reasonOf(error)}` };
-    }
     const status = `HTTP ${response.status} ${response.statusText}`.trim();
+    // Decided by the status alone: a redirect's body says nothing, and one that cannot be read (endless,
+    // stalled) must not turn a mistake in the endpoint into a failure that is retried for ever.
     if (response.status >= 300 && response.status < 400) {
+      await response.body?.cancel().catch(() => {});
       const location = response.headers.get("location");
       return {
         ok: false,
@@ -238,6 +234,13 @@ class HttpExporter implements ProfileExporter {
         reason: `${status}${location === null ? "" : ` to ${location.slice(0, 200)}`}: redirects are not ` +
           `followed (they would take the request's headers elsewhere); give the final URL as the endpoint`,
       };
+    }
+    let body: Uint8Array;
+    let complete: boolean;
+    try {
+      ({ bytes: body, complete } = await readCapped(response.body, MAX_RESPONSE_BYTES));
+    } catch (error) {
+      return { ok: false, retryable: true, reason: `reading the response: ${reasonOf(error)}` };
     }
     if (response.ok) {
       // Accepted; a body cut short or unreadable carries no partial-success details.

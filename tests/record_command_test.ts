@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { DENO_RUN_ENV, omniprofArgs, parseFolded, REPO_ROOT, tempDir, tracingTest } from "./helpers.ts";
 import { STOP_GRACE_MS } from "../lib/process/command_group.ts";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
 import { delay } from "../lib/sys/timer.ts";
 import {
   cpuSeconds,
@@ -123,7 +124,7 @@ Deno.test(
         "-d",
         "2",
         "-o",
-        `${dir}/profile.folded`,
+        `${dir}/profile.pb.gz`,
         "--",
         "sh",
         STUBBORN,
@@ -137,7 +138,11 @@ Deno.test(
       console.log(`record -d 2 ended ${seconds.toFixed(1)} s after it was started`);
       assert.equal(code, 0, record.stderr);
       assert.deepEqual(processes.filter(stillRunning), [], "the command was stopped at -d's end");
-      assert.ok(parseFolded(Deno.readTextFileSync(`${dir}/profile.folded`)).length > 0, "the profile");
+      const profile = decodePprof(Deno.readFileSync(`${dir}/profile.pb.gz`));
+      assert.ok(profile.samples.length > 0, "the profile");
+      // Sampling ends at -d's end: the grace the stubborn command is then given was not sampled.
+      const durationMs = profile.durationNs / 1e6;
+      assert.ok(durationMs >= 2000 && durationMs < 2000 + STOP_GRACE_MS, `duration ${durationMs} ms`);
     } finally {
       killLeftovers(processes);
       Deno.removeSync(dir, { recursive: true });

@@ -68,6 +68,8 @@ export class Recorder {
   #started = performance.now();
   #setupStart: number;
   #intervalStartNs = Date.now() * 1e6;
+  /** When {@linkcode stop} ended sampling: a profile's duration ends there, not when it is taken. */
+  #stoppedAtNs: number | null = null;
   #firstSampleMs: number | null = null;
   #native = new NativeSymbolizer();
   #kernel: KernelSymbols | null | undefined;
@@ -109,6 +111,7 @@ export class Recorder {
     try {
       for (const pid of options.pids ?? []) processes.preloadProcess(pid as Pid);
       // Only now: samples taken before the tables above are in BPF would unwind by frame pointers.
+      recorder.#intervalStartNs = Date.now() * 1e6;
       if (!options.paused) tracer.startSampling();
     } catch (error) {
       recorder.close();
@@ -199,7 +202,7 @@ export class Recorder {
    */
   takeProfile(options: { reset?: boolean } = {}): Profile {
     this.drain();
-    const nowNs = Date.now() * 1e6;
+    const nowNs = this.#stoppedAtNs ?? Date.now() * 1e6;
     const profile = buildProfile(this.#table.stacks(), this.#profileInfo(nowNs), this.#symbolizers());
     if (options.reset) {
       this.#table = this.#newTable();
@@ -214,7 +217,7 @@ export class Recorder {
    */
   takeProfileInterruptibly(interrupt: AbortSignal): Promise<{ profile: Profile; complete: boolean }> {
     this.drain();
-    const info = this.#profileInfo(Date.now() * 1e6);
+    const info = this.#profileInfo(this.#stoppedAtNs ?? Date.now() * 1e6);
     return buildProfileInterruptibly(this.#table.stacks(), info, this.#symbolizers(), interrupt);
   }
 
@@ -274,6 +277,8 @@ export class Recorder {
     this.#draining = false;
     this.tracer.interruptWait();
     this.tracer.stopSampling();
+    // The command may take seconds to stop after this, and symbolizing longer: neither was sampled.
+    this.#stoppedAtNs ??= Date.now() * 1e6;
     this.drain();
   }
 

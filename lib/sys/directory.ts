@@ -12,7 +12,8 @@
  *
  * @module
  */
-import { cString, libc, SystemError } from "./libc.ts";
+import { AT_EMPTY_PATH, cString, libc, SystemError } from "./libc.ts";
+import { type Statx, statx } from "./statx.ts";
 
 /** What a folder entry is. */
 export type EntryKind = "file" | "directory" | "symlink" | "fifo" | "char device" | "block device" | "socket";
@@ -45,9 +46,7 @@ export const O_TMPFILE = 0o20000000 | O_DIRECTORY;
 export const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
 const AT_SYMLINK_FOLLOW = 0x400;
-const AT_EMPTY_PATH = 0x1000;
 const RENAME_NOREPLACE = 1;
-const STATX_BASIC_STATS = 0x7ff;
 
 export const EPERM = 1;
 export const ENOENT = 2;
@@ -76,30 +75,23 @@ const KIND_OF_TYPE = new Map<number, EntryKind>([
   [0o140000, "socket"],
 ]);
 
-/** Decodes a `struct statx` (the same layout on every architecture). */
-function decodeStatx(buffer: Uint8Array<ArrayBuffer>): FileStatus {
-  const view = new DataView(buffer.buffer);
-  const mode = view.getUint16(28, true);
-  const inode = view.getBigUint64(32, true);
-  const major = view.getUint32(136, true);
-  const minor = view.getUint32(140, true);
+/** A `struct statx` as this module's callers read it. */
+function fromStatx(status: Statx): FileStatus {
   return {
-    kind: KIND_OF_TYPE.get(mode & 0o170000) ?? "file",
-    identity: `${major}:${minor}:${inode}`,
-    uid: view.getUint32(20, true),
-    mode: mode & 0o7777,
-    size: Number(view.getBigUint64(40, true)),
-    links: view.getUint32(16, true),
+    kind: KIND_OF_TYPE.get(status.mode & 0o170000) ?? "file",
+    identity: `${status.major}:${status.minor}:${status.inode}`,
+    uid: status.uid,
+    mode: status.mode & 0o7777,
+    size: status.size,
+    links: status.links,
   };
 }
 
 /** statx of an open file descriptor. */
 export function fileStatus(fd: number): FileStatus {
-  const buffer = new Uint8Array(256);
-  if (libc().fn.statx(fd, cString(""), AT_EMPTY_PATH, STATX_BASIC_STATS, buffer) !== 0) {
-    throw new SystemError("stat an open file", libc().errno());
-  }
-  return decodeStatx(buffer);
+  const status = statx(fd, "", AT_EMPTY_PATH);
+  if (status === null) throw new SystemError("stat an open file", libc().errno());
+  return fromStatx(status);
 }
 
 /** Closes a file descriptor, ignoring errors (nothing can be done about them). */
@@ -144,12 +136,9 @@ export class Directory implements Disposable {
 
   /** What `name` is in this folder (a link itself, not what it points to), or null when there is none. */
   status(name: string): FileStatus | null {
-    const buffer = new Uint8Array(256);
-    const { fn, errno } = libc();
-    if (fn.statx(this.fd, cString(name), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, buffer) === 0) {
-      return decodeStatx(buffer);
-    }
-    const error = errno();
+    const status = statx(this.fd, name, AT_SYMLINK_NOFOLLOW);
+    if (status !== null) return fromStatx(status);
+    const error = libc().errno();
     if (error === ENOENT) return null;
     throw new SystemError(`stat ${name} in ${this.path}`, error);
   }

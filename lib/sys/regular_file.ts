@@ -35,6 +35,7 @@ import {
   strerror,
   SYS_OPENAT2,
 } from "./libc.ts";
+import { statx } from "./statx.ts";
 
 /** How the kernel tells files apart: the device a file lives on and its inode number there. */
 export interface FileIdentity {
@@ -95,8 +96,6 @@ export interface FileStatus {
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const S_IFDIR = 0o040000;
-const STATX_BASIC_STATS = 0x7ff;
-const STATX_SIZE = 256;
 const ENOENT = 2;
 const ESRCH = 3;
 const EPERM = 1;
@@ -128,20 +127,12 @@ export function formatIdentity(identity: FileIdentity): string {
 
 /** statx of an open descriptor (O_PATH ones too); throws a FileRefusedError when it fails. */
 export function fileStatus(fd: number, name: string): FileStatus {
-  const buffer = new Uint8Array(STATX_SIZE);
-  const { fn } = libc();
-  if (fn.statx(fd, EMPTY_PATH, AT_EMPTY_PATH, STATX_BASIC_STATS, buffer) !== 0) {
-    throw refusal(name, libc().errno(), "statx");
-  }
-  const view = new DataView(buffer.buffer);
+  const status = statx(fd, "", AT_EMPTY_PATH);
+  if (status === null) throw refusal(name, libc().errno(), "statx");
   return {
-    identity: {
-      major: view.getUint32(136, true),
-      minor: view.getUint32(140, true),
-      inode: Number(view.getBigUint64(32, true)),
-    },
-    mode: view.getUint16(28, true),
-    size: Number(view.getBigUint64(40, true)),
+    identity: { major: status.major, minor: status.minor, inode: status.inode },
+    mode: status.mode,
+    size: status.size,
   };
 }
 
@@ -149,8 +140,6 @@ export function fileStatus(fd: number, name: string): FileStatus {
 export function isDirectoryStatus(status: FileStatus): boolean {
   return (status.mode & S_IFMT) === S_IFDIR;
 }
-
-const EMPTY_PATH = cString("");
 
 /**
  * Opens `path` with O_PATH (no open side effects, never blocks) from the host's root or inside

@@ -15,7 +15,13 @@ import {
   tracing,
 } from "./helpers.ts";
 import { run } from "../lib/testing/commands.ts";
-import { bootstrapped, programs, type Requirement, requiring } from "../lib/testing/requirements.ts";
+import {
+  bootstrapped,
+  optional,
+  programs,
+  type Requirement,
+  requiring,
+} from "../lib/testing/requirements.ts";
 import type { MappedFileReport } from "./read_mapped_file.ts";
 
 /** setpriv arguments that drop what /proc/PID/map_files needs, keeping what BPF and perf need. */
@@ -252,6 +258,21 @@ Deno.test(
  * Runs the workload in a mount namespace of its own where `path` is `namespaceLibrary` (bind-mounted),
  * while on the host `path` is `hostLibrary`; `setup` adds shell commands run in the namespace first.
  */
+/**
+ * Mount namespaces of our own: `unshare -m` makes the new namespace's mounts private, which fails where
+ * `/` is not a mount point (a plain chroot, such as a freshly built Debian root): an environment without
+ * them, not a fault of omniprof.
+ */
+const mountNamespaces = optional(
+  Deno.uid() !== 0 || new Deno.Command("unshare", {
+      args: ["-m", "--propagation", "private", "true"],
+      stdout: "null",
+      stderr: "null",
+    }).outputSync().success
+    ? null
+    : "unshare -m cannot make mounts private here (is / a mount point? not in a plain chroot)",
+);
+
 async function inNamespace(
   path: string,
   hostLibrary: string,
@@ -286,6 +307,7 @@ Deno.test(
         }
       }
     },
+    mountNamespaces,
   ),
 );
 
@@ -335,6 +357,7 @@ Deno.test(
         Deno.removeSync(dir, { recursive: true });
       }
     },
+    mountNamespaces,
   ),
 );
 

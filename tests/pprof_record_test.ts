@@ -2,14 +2,12 @@
 // with the encoder, tests/proto/pprof/profile.proto) and by `omniprof report`. Needs root and BTF for the
 // recording.
 import assert from "node:assert/strict";
-import { gunzipSync } from "node:zlib";
-import protobuf from "protobufjs";
-import { PROTO_DIR, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { runCli, tempDir, tracingTest } from "./helpers.ts";
+import { decodePprofBySchema } from "./pprof_schema.ts";
 import { recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 import { baseName } from "../lib/sys/path.ts";
 
-const protoPath = `${PROTO_DIR}pprof/profile.proto`;
 /** The name the kernel gives the recorder (runCli runs it with this Deno): 15 bytes at most. */
 const RECORDER_COMM = baseName(Deno.execPath()).slice(0, 15);
 
@@ -22,47 +20,38 @@ const definition = tracingTest(name, async () => {
       [],
     );
     assert.equal(result.code, 0, result.stderr);
-    const root = protobuf.loadSync(protoPath);
-    const Profile = root.lookupType("perftools.profiles.Profile");
-    const bytes = gunzipSync(Deno.readFileSync(`${dir}/demo.pb.gz`));
-    // deno-lint-ignore no-explicit-any
-    const profile = Profile.toObject(Profile.decode(bytes), { longs: Number, defaults: true }) as any;
-    const strings: string[] = profile.stringTable;
+    const profile = decodePprofBySchema(Deno.readFileSync(`${dir}/demo.pb.gz`));
+    const strings = profile.stringTable;
+    const s = (index: string) => strings[Number(index)]!;
     assert.equal(strings[0], "");
     assert.deepEqual(
-      profile.sampleType.map((
-        type: { type: number; unit: number },
-      ) => [strings[type.type], strings[type.unit]]),
+      profile.sampleType.map((type) => [s(type.type), s(type.unit)]),
       [["samples", "count"], ["cpu", "nanoseconds"]],
     );
-    assert.deepEqual([strings[profile.periodType.type], strings[profile.periodType.unit]], [
+    assert.deepEqual([s(profile.periodType.type), s(profile.periodType.unit)], [
       "cpu",
       "nanoseconds",
     ]);
-    assert.equal(profile.period, Math.round(1e9 / 99));
-    assert.ok(profile.durationNanos >= 1.9e9 && profile.durationNanos < 4e9);
-    const functions = new Map<number, string>(
-      profile.function.map((fn: { id: number; name: number }) => [fn.id, strings[fn.name]!]),
-    );
-    const locations = new Map<number, string>(
-      profile.location.map((location: { id: number; line: { functionId: number }[] }) => [
-        location.id,
-        functions.get(location.line[0]?.functionId ?? 0) ?? "",
-      ]),
+    const period = Number(profile.period);
+    assert.equal(period, Math.round(1e9 / 99));
+    const durationNanos = Number(profile.durationNanos);
+    assert.ok(durationNanos >= 1.9e9 && durationNanos < 4e9, `${durationNanos} ns`);
+    const functions = new Map(profile.function.map((fn) => [fn.id, s(fn.name)]));
+    const locations = new Map(
+      profile.location.map((
+        location,
+      ) => [location.id, functions.get(location.line[0]?.functionId ?? "0") ?? ""]),
     );
     let samples = 0;
     let beforeNamed = 0;
     // Per thread: its samples, and those under its own function (main;compute or io_worker).
     const threads = new Map<number, { total: number; compute: number; io: number }>();
     for (const sample of profile.sample) {
-      const [count, nanoseconds] = sample.value as number[];
-      assert.equal(nanoseconds, count! * profile.period);
+      const [count, nanoseconds] = sample.value.map(Number);
+      assert.equal(nanoseconds, count! * period);
       samples += count!;
       const labels = new Map(
-        sample.label.map((label: { key: number; str: number; num: number }) => [
-          strings[label.key],
-          label.str ? strings[label.str] : label.num,
-        ]),
+        sample.label.map((label) => [s(label.key), label.str !== "0" ? s(label.str) : Number(label.num)]),
       );
       assert.ok((labels.get("pid") as number) > 0 && (labels.get("tid") as number) > 0);
       // The demo names itself first thing in main(); a sample taken before that (while the dynamic loader
@@ -74,7 +63,7 @@ const definition = tracingTest(name, async () => {
         `comm ${comm}`,
       );
       if (comm !== "omniprof-demo") beforeNamed += count!;
-      const stack = sample.locationId.map((id: number) => locations.get(id));
+      const stack = sample.locationId.map((id) => locations.get(id));
       const tid = labels.get("tid") as number;
       const thread = threads.get(tid) ?? { total: 0, compute: 0, io: 0 };
       thread.total += count!;
@@ -92,11 +81,9 @@ const definition = tracingTest(name, async () => {
     console.log(`threads (samples, under main;compute, under io_worker): ${JSON.stringify([...threads])}`);
     assert.ok(computing && computing.compute / computing.total >= 0.9, "the main thread computes");
     assert.ok(writing && writing !== computing && writing.io / writing.total >= 0.9, "the other one writes");
-    const demo = profile.mapping.find((mapping: { filename: number }) =>
-      /omniprof-demo/.test(strings[mapping.filename]!)
-    );
+    const demo = profile.mapping.find((mapping) => /omniprof-demo/.test(s(mapping.filename)));
     assert.ok(demo, "the demo binary has a mapping");
-    assert.match(strings[demo.buildId]!, /^[0-9a-f]{40}$/, "with its GNU build id");
+    assert.match(s(demo.buildId), /^[0-9a-f]{40}$/, "with its GNU build id");
     assert.ok(demo.hasFunctions);
 
     const report = await runCli(["report", `${dir}/demo.pb.gz`]);

@@ -4,69 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { gunzipSync } from "node:zlib";
-import protobuf from "protobufjs";
 import type { Profile } from "../lib/profile/profile.ts";
 import { encodePprofGzip, KIND_MAPPING_NAMES } from "../lib/output/pprof.ts";
-import { PROTO_DIR } from "./helpers.ts";
-
-const protoPath = `${PROTO_DIR}pprof/profile.proto`;
-
-// The message shapes as protobufjs's toObject() gives them, with 64-bit integers as decimal strings.
-interface PbValueType {
-  type: string;
-  unit: string;
-}
-interface PbLabel {
-  key: string;
-  str: string;
-  num: string;
-  numUnit: string;
-}
-interface PbSample {
-  locationId: string[];
-  value: string[];
-  label: PbLabel[];
-}
-interface PbMapping {
-  id: string;
-  memoryStart: string;
-  memoryLimit: string;
-  fileOffset: string;
-  filename: string;
-  buildId: string;
-  hasFunctions: boolean;
-  hasFilenames: boolean;
-  hasLineNumbers: boolean;
-}
-interface PbLine {
-  functionId: string;
-  line: string;
-}
-interface PbLocation {
-  id: string;
-  mappingId: string;
-  address: string;
-  line: PbLine[];
-}
-interface PbFunction {
-  id: string;
-  name: string;
-  systemName: string;
-  filename: string;
-}
-interface PbProfile {
-  sampleType: PbValueType[];
-  sample: PbSample[];
-  mapping: PbMapping[];
-  location: PbLocation[];
-  function: PbFunction[];
-  stringTable: string[];
-  timeNanos: string;
-  durationNanos: string;
-  periodType: PbValueType;
-  period: string;
-}
+import { decodePprofBySchema } from "./pprof_schema.ts";
 
 function testProfile(): Profile {
   return {
@@ -158,10 +98,7 @@ Deno.test({
   name: "encodePprofGzip() output decodes with protobufjs from the published schema, every field as written",
   async fn() {
     const profile = testProfile();
-    const root = protobuf.loadSync(protoPath);
-    const type = root.lookupType("perftools.profiles.Profile");
-    const message = type.decode(gunzipSync(await encodePprofGzip(profile)));
-    const pb = type.toObject(message, { longs: String, defaults: true, arrays: true }) as PbProfile;
+    const pb = decodePprofBySchema(await encodePprofGzip(profile));
 
     // String table: "" first, every string once.
     const strings = pb.stringTable;

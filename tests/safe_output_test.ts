@@ -8,6 +8,7 @@ import { gunzipSync } from "node:zlib";
 import { encodePprof } from "../lib/output/pprof.ts";
 import type { Profile } from "../lib/profile/profile.ts";
 import { buildWorkload, DENO_RUN_ENV, omniprofArgs, runCli, tempDir, tracingTest } from "./helpers.ts";
+import { decodePprofBySchema, pprofAddresses } from "./pprof_schema.ts";
 
 /** Whether `a` and `b` hold the same bytes (assert's diff of two large arrays would take minutes). */
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -196,42 +197,10 @@ function kernelText(): { start: bigint; end: bigint } {
   return { start: find("_text"), end: find("_etext") };
 }
 
-/** Location addresses, mapping ranges and strings of a pprof file, read field by field. */
+/** Location addresses, mapping ranges and strings of a pprof file. */
 function pprofContents(bytes: Uint8Array): { addresses: bigint[]; strings: string[] } {
-  const addresses: bigint[] = [];
-  const strings: string[] = [];
-  const fields = (data: Uint8Array, visit: (field: number, value: bigint | Uint8Array) => void) => {
-    let offset = 0;
-    const varint = () => {
-      let value = 0n;
-      for (let shift = 0n;; shift += 7n) {
-        const byte = data[offset++]!;
-        value |= BigInt(byte & 0x7f) << shift;
-        if (byte < 0x80) return value;
-      }
-    };
-    while (offset < data.length) {
-      const key = Number(varint());
-      if ((key & 7) === 0) {
-        visit(key >> 3, varint());
-      } else if ((key & 7) === 2) {
-        const length = Number(varint());
-        visit(key >> 3, data.subarray(offset, offset + length));
-        offset += length;
-      } else {
-        throw new Error(`unexpected wire type ${key & 7}`);
-      }
-    }
-  };
-  fields(bytes, (field, value) => {
-    if (!(value instanceof Uint8Array)) return;
-    if (field === 4) fields(value, (f, v) => f === 3 && typeof v === "bigint" && addresses.push(v));
-    if (field === 3) {
-      fields(value, (f, v) => (f === 2 || f === 3) && typeof v === "bigint" && addresses.push(v));
-    }
-    if (field === 6) strings.push(new TextDecoder().decode(value));
-  });
-  return { addresses, strings };
+  const profile = decodePprofBySchema(bytes);
+  return { addresses: pprofAddresses(profile), strings: profile.stringTable };
 }
 
 Deno.test(tracingTest("a recorded pprof holds no kernel address unless --kernel-addresses asks", async () => {
@@ -242,7 +211,7 @@ Deno.test(tracingTest("a recorded pprof holds no kernel address unless --kernel-
   try {
     const plain = await runCli(["record", "-o", `${dir}/plain.pb.gz`, "--", syscalls, "2"]);
     assert.equal(plain.code, 0, plain.stderr);
-    const hidden = pprofContents(gunzipSync(Deno.readFileSync(`${dir}/plain.pb.gz`)));
+    const hidden = pprofContents(Deno.readFileSync(`${dir}/plain.pb.gz`));
     // The workload spends its time in read and write: kernel frames are there, by name.
     assert.ok(hidden.strings.some((s) => /^(ksys|vfs)_(read|write)$/.test(s)), "kernel functions are named");
     assert.ok(hidden.addresses.length > 0, "user frames keep their addresses");
@@ -260,7 +229,7 @@ Deno.test(tracingTest("a recorded pprof holds no kernel address unless --kernel-
       "2",
     ]);
     assert.equal(asked.code, 0, asked.stderr);
-    const kept = pprofContents(gunzipSync(Deno.readFileSync(`${dir}/asked.pb.gz`)));
+    const kept = pprofContents(Deno.readFileSync(`${dir}/asked.pb.gz`));
     assert.ok(kept.addresses.filter(inKernel).length > 0, "exact kernel addresses, as asked");
     assert.equal(Deno.statSync(`${dir}/asked.pb.gz`).mode! & 0o7777, 0o600, "readable by its owner only");
     assert.match(asked.stderr, /it holds kernel addresses: mode 0600/);

@@ -3,6 +3,7 @@ import type { Profile, ProfileLocation } from "../profile/profile.ts";
 import { holdsKernelAddresses, UNNAMED_KERNEL_FRAME, withoutKernelAddresses } from "./kernel_addresses.ts";
 import { encodePprof } from "./pprof.ts";
 import { formatFolded } from "./folded.ts";
+import { decodePprofBySchema, pprofAddresses } from "../../tests/pprof_schema.ts";
 
 function location(kind: ProfileLocation["kind"], address: number, functionName: string, mapping = -1) {
   return { kind, mapping, address, functionName, sourceFile: "", line: 0 };
@@ -85,46 +86,11 @@ Deno.test("holdsKernelAddresses() finds them in addresses and names, and none on
   assert.deepEqual(withoutKernelAddresses(mapped).mappings.map((m) => [m.start, m.end]), [[0, 0]]);
 });
 
-/** Every address a pprof file holds (location addresses, mapping ranges), read field by field. */
-function pprofAddresses(bytes: Uint8Array): bigint[] {
-  const addresses: bigint[] = [];
-  const fields = (data: Uint8Array, visit: (field: number, value: bigint | Uint8Array) => void) => {
-    let offset = 0;
-    const varint = () => {
-      let value = 0n;
-      for (let shift = 0n;; shift += 7n) {
-        const byte = data[offset++]!;
-        value |= BigInt(byte & 0x7f) << shift;
-        if (byte < 0x80) return value;
-      }
-    };
-    while (offset < data.length) {
-      const key = Number(varint());
-      const wire = key & 7;
-      if (wire === 0) visit(key >> 3, varint());
-      else if (wire === 2) {
-        const length = Number(varint());
-        visit(key >> 3, data.subarray(offset, offset + length));
-        offset += length;
-      } else throw new Error(`wire type ${wire}`);
-    }
-  };
-  fields(bytes, (field, value) => {
-    if (field === 4 && value instanceof Uint8Array) {
-      fields(value, (f, v) => f === 3 && typeof v === "bigint" && addresses.push(v)); // Location.address
-    }
-    if (field === 3 && value instanceof Uint8Array) {
-      fields(value, (f, v) => (f === 2 || f === 3) && typeof v === "bigint" && addresses.push(v)); // Mapping range
-    }
-  });
-  return addresses;
-}
-
 Deno.test("a pprof file and folded stacks of a profile without kernel addresses hold none", () => {
   const isKernel = (address: bigint) => address >= 0xffffffff80000000n;
-  const full = pprofAddresses(encodePprof(recorded()));
+  const full = pprofAddresses(decodePprofBySchema(encodePprof(recorded())));
   assert.ok(full.some(isKernel), "the encoder writes kernel addresses when they are there");
-  const hidden = pprofAddresses(encodePprof(withoutKernelAddresses(recorded())));
+  const hidden = pprofAddresses(decodePprofBySchema(encodePprof(withoutKernelAddresses(recorded()))));
   assert.ok(hidden.includes(0x1234n), "user addresses are written");
   assert.deepEqual(hidden.filter(isKernel), []);
   assert.doesNotMatch(formatFolded(withoutKernelAddresses(recorded())), /ffffffff/);

@@ -68,9 +68,12 @@ static __always_inline __u64 current_frame(const struct python_proc_info *info, 
 
 // The end of the last field the walk reads of a frame: the frame holds at least that many bytes, so
 // reading them never touches memory past it. 0 when a field lies beyond PYTHON_FRAME_BYTES.
-static __always_inline __u32 frame_bytes_needed(const struct python_proc_info *info)
+//
+// 64 bits wide, as the read's size argument is: with a 32-bit value clang 19 tests a zero-extended copy
+// and passes the original, whose bound the verifier then does not know.
+static __always_inline __u64 frame_bytes_needed(const struct python_proc_info *info)
 {
-  __u32 need = info->frame_previous + 8;
+  __u64 need = info->frame_previous + 8;
   if (info->frame_code + 8 > need)
     need = info->frame_code + 8;
   if (info->frame_instruction + 8 > need)
@@ -149,7 +152,7 @@ __noinline int python_step(void)
   __u64 frame = state->python_frame;
   if (frame == 0)
     return PYTHON_STEP_WALK_DONE;
-  __u32 need = frame_bytes_needed(info);
+  __u64 need = frame_bytes_needed(info);
   if (need == 0 || need > PYTHON_FRAME_BYTES ||
       bpf_probe_read_user(state->python_frame_bytes, need, (void *)frame))
     goto failed;

@@ -1,5 +1,5 @@
 /**
- * What `.ci/run` says of a `deno test` run: how many tests passed, failed and were skipped, and for each
+ * What `.ci/run` says of a `deno test` run: how many tests passed, failed and were skipped, which failed, and for each
  * skipped test the reason it recorded in the skip log (`OMNIPROF_SKIP_LOG`, written by
  * lib/testing/requirements.ts). A test skipped without a recorded reason counts as failed: every skip
  * must say why.
@@ -91,7 +91,10 @@ export function summarize(cases: readonly TestCase[], skips: readonly SkipRecord
     const kind = record!.bootstrapped ? "bootstrap installs it; CI=true fails instead" : "optional";
     justified.push(`  ${test.file}: ${test.name}: ${record!.reason} [${kind}]`);
   }
-  const lines = [`Skipped (${justified.length}):`, ...justified];
+  // Listed first: CI shows only the end of a long log, and a failure is what its reader looks for.
+  const failed = cases.filter((c) => c.outcome === "failed").map((test) => `  ${test.file}: ${test.name}`);
+  const lines = failed.length > 0 ? [`Failed (${failed.length}):`, ...failed] : [];
+  lines.push(`Skipped (${justified.length}):`, ...justified);
   if (unjustified.length > 0) {
     lines.push(
       `Skipped without a recorded reason, counted as failed (${unjustified.length}):`,

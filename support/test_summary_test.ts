@@ -41,12 +41,14 @@ Deno.test("parseSkipLog() reads one record a line and refuses anything else", ()
   assert.throws(() => parseSkipLog(`{"name":"a"}\n`), /line 1 of the skip log is not a skip record/);
 });
 
-Deno.test("summarize() lists each skip with its reason, and counts one without a reason as failed", () => {
+Deno.test("summarize() lists the failures, each skip with its reason, and counts one without a reason as failed", () => {
   const summary = summarize(parseJunit(JUNIT), [
     { name: `q"uo'te & <b>`, reason: "no JDK", bootstrapped: false },
     { name: "never ran here", reason: "from another run", bootstrapped: false },
   ]);
   assert.deepEqual(summary.lines, [
+    "Failed (1):",
+    "  ./a_test.ts: fails",
     "Skipped (1):",
     `  ./a_test.ts: q"uo'te & <b>: no JDK [optional]`,
     "Skipped without a recorded reason, counted as failed (1):",
@@ -62,6 +64,8 @@ Deno.test("summarize() pairs tests of the same name with one record each", () =>
     { name: "same", reason: "second", bootstrapped: false },
   ]);
   assert.deepEqual(summary.lines, [
+    "Failed (1):",
+    "  ./a_test.ts: same",
     "Skipped (2):",
     "  ./a_test.ts: same: first [bootstrap installs it; CI=true fails instead]",
     "  ./a_test.ts: same: second [optional]",

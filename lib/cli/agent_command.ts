@@ -22,7 +22,7 @@ import {
   parseOtlpHeadersVariable,
 } from "../agent/otlp_headers.ts";
 import { InputFileError, readInputFile } from "../sys/input_file.ts";
-import { OutputDirectory } from "../record/output_directory.ts";
+import { OutputDirectory } from "../output/output_directory.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseOptions } from "./options.ts";
 import { CommandError } from "./record_command.ts";

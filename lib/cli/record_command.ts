@@ -10,7 +10,7 @@ import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
-import { OutputFile, STDOUT_PATH } from "../record/output_file.ts";
+import { OutputFile, STDOUT_PATH } from "../output/output_file.ts";
 import { holdsKernelAddresses, withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import { runningProcess } from "../process/liveness.ts";
 import type { ProcessKey } from "../process/process_key.ts";

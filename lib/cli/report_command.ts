@@ -13,7 +13,7 @@ import { decodePprof, PPROF_LIMITS } from "../output/pprof_reader.ts";
 import { formatSpeedscope } from "../output/speedscope.ts";
 import type { Profile } from "../profile/profile.ts";
 import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
-import { OutputFile } from "../record/output_file.ts";
+import { OutputFile } from "../output/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { CommandError } from "./record_command.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";

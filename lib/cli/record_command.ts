@@ -24,8 +24,6 @@ import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./re
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
 
-export { CommandError };
-
 const logger = getLogger(["omniprof", "record"]);
 
 /** What a recording checked and opened before it starts. */

@@ -15,7 +15,7 @@ import type { Profile } from "../profile/profile.ts";
 import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../output/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
-import { CommandError } from "./record_command.ts";
+import { CommandError } from "./command_error.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { baseName } from "../sys/path.ts";
 import { readInputFile } from "../sys/input_file.ts";

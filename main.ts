@@ -8,7 +8,6 @@
  * @module
  */
 import { configureLogging, LOG_LEVELS, parseLogLevel } from "./lib/log/logger.ts";
-import { LibbpfError, LibbpfMissingError } from "./lib/bpf/libbpf.ts";
 import { CommandError } from "./lib/cli/command_error.ts";
 
 const USAGE = `Usage: omniprof COMMAND [options]
@@ -61,6 +60,16 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Whether `error` is one of libbpf's. The module is imported here, not at the top, so that a command that
+ * loads no BPF (`report`, `diff`) does not load lib/bpf/ either; a libbpf error can only come from a command
+ * that has loaded it already.
+ */
+async function isLibbpfError(error: unknown): Promise<boolean> {
+  const { LibbpfError, LibbpfMissingError } = await import("./lib/bpf/libbpf.ts");
+  return error instanceof LibbpfMissingError || error instanceof LibbpfError;
+}
+
 if (import.meta.main) {
   let code: number;
   try {
@@ -69,7 +78,7 @@ if (import.meta.main) {
     if (error instanceof CommandError) {
       console.error(`omniprof: ${error.message}`);
       code = error.exitCode;
-    } else if (error instanceof LibbpfMissingError || error instanceof LibbpfError) {
+    } else if (error instanceof Error && await isLibbpfError(error)) {
       console.error(`omniprof: ${error.message}`);
       code = 1;
     } else if (error instanceof Error && /^Cannot /.test(error.message)) {

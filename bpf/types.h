@@ -3,7 +3,7 @@
 // This header is the single source of truth: build.ts compiles it into the BPF object with -g, reads the
 // BTF of the object back, and generates support/types.ts from it (checked for drift in CI). Everything
 // the host needs to know is therefore a named enum or a named struct here; plain #defines would not reach
-// the BTF. Constants mirror the seed's `support` package values.
+// the BTF. Constants that the OpenTelemetry eBPF profiler also has (its `support` package) keep its values.
 #ifndef OMNIPROF_TYPES_H
 #define OMNIPROF_TYPES_H
 
@@ -114,7 +114,7 @@ enum metric_id {
 };
 
 enum limits {
-  MAX_FRAME_UNWINDS = 128,       // user-space frames per trace (the seed's MaxFrameUnwinds)
+  MAX_FRAME_UNWINDS = 128,       // user-space frames per trace (the OpenTelemetry eBPF profiler's)
   MAX_KERNEL_FRAMES = 64,        // kernel frames per trace
   MAX_FRAMES = 192,              // MAX_FRAME_UNWINDS + MAX_KERNEL_FRAMES
   COMM_LEN = 16,
@@ -122,7 +122,7 @@ enum limits {
   STACK_WINDOW_BYTES = 256,      // user stack read at once by the native unwinder (a power of two)
 };
 
-// The seed's stack-delta constants (support package): deltas are grouped per 64 KiB page of a file; a
+// The OpenTelemetry eBPF profiler's stack-delta constants: deltas are grouped per 64 KiB page of a file; a
 // file's deltas live in an array map of 2^8..2^23 entries, the smallest that fits.
 enum stack_delta_constants {
   STACK_DELTA_PAGE_BITS = 16,
@@ -176,7 +176,8 @@ enum pid_filter_flag {
   PID_FILTER_FOLLOW_CHILDREN = 0x2, // add processes it forks to the filter (with both flags)
 };
 
-// One frame of a trace: the seed's frame model (marker + file identity + address or line).
+// One frame of a trace, as the OpenTelemetry eBPF profiler models one: marker + file identity + address or
+// line.
 struct frame {
   __u64 file_id;       // host file id; 0 with FRAME_FLAG_ABSOLUTE_ADDRESS or for kernel frames
   __u64 addr_or_line;  // address (file-relative, absolute, or kernel) or interpreter line data

@@ -3,7 +3,8 @@
  * `kernels/cache/` (git-ignored) unless `KERN_DIR` names another folder; each image is a folder named for
  * its version line with the bootable ELF `vmlinux` inside (plus the original `vmlinuz` and `info.json`
  * saying where it came from). A folder of images made by other means may also hold them as flat files
- * (`vmlinux-VERSION`, `vmlinuz-VERSION`, `linux-VERSION.bz`), as the seed's `KERN_DIR` did.
+ * (`vmlinux-VERSION`, `vmlinuz-VERSION`, `linux-VERSION.bz`; the last is how the OpenTelemetry eBPF
+ * profiler's kernel tests find Cilium's ci-kernels images in their `KERN_DIR`).
  *
  * @example
  * ```ts ignore

@@ -58,7 +58,7 @@ Deno.test("test-kernel with a version that is not in the cache fails fast with t
   try {
     const started = performance.now();
     const output = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${repoRoot}support/test_kernel.ts`, "4.19"],
+      args: ["run", "-A", `${repoRoot}kernels/test_kernel.ts`, "4.19"],
       env: { KERN_DIR: dir },
       stdout: "piped",
       stderr: "piped",

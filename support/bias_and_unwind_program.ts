@@ -1,6 +1,6 @@
 /**
  * The `bias_and_unwind_program` field of `struct pid_page_mapping_info`: a 56-bit bias in the low bits and
- * the unwind program (enum unwind_program) in the top byte, as in the seed's
+ * the unwind program (enum unwind_program) in the top byte, as in the OpenTelemetry eBPF profiler's
  * `EncodeBiasAndUnwindProgram`. Works on two 32-bit halves so no BigInt is needed.
  *
  * @example

@@ -25,7 +25,7 @@ import { encodeOtlpProfiles } from "../output/otlp.ts";
 import { encodePprof } from "../output/pprof.ts";
 import { withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import type { Profile } from "../profile/profile.ts";
-import type { OutputDirectory } from "../record/output_directory.ts";
+import type { OutputDirectory } from "../output/output_directory.ts";
 import { Recorder } from "../record/recorder.ts";
 import { Backoff } from "./backoff.ts";
 import { ExportQueue, type QueueItem, type QueueStats } from "./export_queue.ts";

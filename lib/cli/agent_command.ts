@@ -22,10 +22,10 @@ import {
   parseOtlpHeadersVariable,
 } from "../agent/otlp_headers.ts";
 import { InputFileError, readInputFile } from "../sys/input_file.ts";
-import { OutputDirectory } from "../record/output_directory.ts";
+import { OutputDirectory } from "../output/output_directory.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 import { parseOptions } from "./options.ts";
-import { CommandError } from "./record_command.ts";
+import { CommandError } from "./command_error.ts";
 import { UsageError } from "./usage_error.ts";
 import { MAX_COUNT, parseFrequency, parseSeconds, parseWholeNumber } from "./numbers.ts";
 import denoConfig from "../../deno.json" with { type: "json" };

@@ -8,7 +8,7 @@
 import { parseOptions } from "./options.ts";
 import { MAX_COUNT, parseWholeNumber } from "./numbers.ts";
 import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
-import { OutputFile } from "../record/output_file.ts";
+import { OutputFile } from "../output/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";

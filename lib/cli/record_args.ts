@@ -14,7 +14,7 @@
  */
 import { parseOptions } from "./options.ts";
 import type { Pid } from "../types.ts";
-import { STDOUT_PATH } from "../record/output_file.ts";
+import { STDOUT_PATH } from "../output/output_file.ts";
 import { parseFrequency, parsePid, parseSeconds } from "./numbers.ts";
 import { UsageError } from "./usage_error.ts";
 

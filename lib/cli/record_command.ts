@@ -10,7 +10,7 @@ import { DEFAULT_LIBRARY_DIRS, dynamicInfo } from "../elf/dynamic.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { formatFolded } from "../output/folded.ts";
 import type { Profile } from "../profile/profile.ts";
-import { OutputFile, STDOUT_PATH } from "../record/output_file.ts";
+import { OutputFile, STDOUT_PATH } from "../output/output_file.ts";
 import { holdsKernelAddresses, withoutKernelAddresses } from "../output/kernel_addresses.ts";
 import { runningProcess } from "../process/liveness.ts";
 import type { ProcessKey } from "../process/process_key.ts";
@@ -23,8 +23,6 @@ import { isFile } from "../sys/files.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
-
-export { CommandError };
 
 const logger = getLogger(["omniprof", "record"]);
 

@@ -18,7 +18,7 @@ import type { Pid } from "../types.ts";
 import { parseOptions } from "./options.ts";
 import { MAX_COUNT, parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
 import { UsageError } from "./usage_error.ts";
-import { CommandError } from "./record_command.ts";
+import { CommandError } from "./command_error.ts";
 import { processRunning, runningProcess } from "../process/liveness.ts";
 import type { ProcessKey } from "../process/process_key.ts";
 

@@ -57,7 +57,10 @@ export const UNKNOWN_SOURCE_FILE = "<unknown>";
  */
 export const TOP_LEVEL_FUNCTION_NAME = "<top-level>";
 
-/** A frame, or a request, of another runtime than the instance's (the seed's ErrMismatchInterpreterType). */
+/**
+ * A frame, or a request, of another runtime than the instance's (the OpenTelemetry eBPF profiler's
+ * ErrMismatchInterpreterType).
+ */
 export class InterpreterMismatchError extends Error {
   constructor(message = "mismatched interpreter type") {
     super(message);
@@ -81,7 +84,7 @@ export type InterpreterType = Extract<
  * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the
  * thread pointer (x86-64: the fs base, which glibc's `pthread_self()` also returns). The value of key
  * `k` is at `tp + offset + k * multiplier`, or with `indirect` at `*(tp + offset) + k * multiplier`.
- * The seed's `tpbase.TSDInfo`.
+ * The OpenTelemetry eBPF profiler's `TSDInfo`.
  */
 export interface TsdInfo {
   readonly offset: number;
@@ -139,7 +142,7 @@ export interface Metric {
   readonly value: number;
 }
 
-/** Per-process state of a runtime (the seed's `Instance`). */
+/** Per-process state of a runtime (the OpenTelemetry eBPF profiler's `Instance`). */
 export interface Instance {
   /**
    * Removes the process's data from the BPF maps (it exited or exec'd). `pid` is passed so a simple
@@ -180,7 +183,7 @@ export abstract class InstanceStubs implements Instance {
   }
 }
 
-/** Per-file state of a runtime (the seed's `Data`). */
+/** Per-file state of a runtime (the OpenTelemetry eBPF profiler's `Data`). */
 export interface Data {
   /**
    * Sets up the runtime for one process that maps the file with load bias `bias` (process address =

@@ -17,7 +17,7 @@ import { bootstrapped, requiring } from "../testing/requirements.ts";
 const libc = findProcessLibraries(asPid(Deno.pid)).libc;
 const mapsLibc = bootstrapped(libc === null ? "this process maps no libc" : null);
 
-Deno.test("the seed's constants keep their values", () => {
+Deno.test("the constants shared with the OpenTelemetry eBPF profiler keep its values", () => {
   assert.equal(LRU_FUNCTION_CACHE_SIZE, 1024);
   assert.equal(UNKNOWN_SOURCE_FILE, "<unknown>");
   assert.equal(TOP_LEVEL_FUNCTION_NAME, "<top-level>");

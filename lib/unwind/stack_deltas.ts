@@ -1,6 +1,6 @@
 /**
  * Turns a file's unwind table (one row per address where the rule changes, from .eh_frame) into the
- * seed's compact stack deltas for the BPF unwinder:
+ * compact stack deltas of the OpenTelemetry eBPF profiler, for the BPF unwinder:
  * - rules are deduplicated into one global array shared by all files ({@linkcode UnwindInfoRegistry});
  * - a row is 4 bytes: the address within its 64 KiB page and the rule's index (or a command);
  * - a push or pop right after a row is merged into it (MERGE_OPCODE_NEGATIVE), which removes the

@@ -1,7 +1,7 @@
 /**
  * The BPF test suite that runs inside a qemu guest (`deno task test-kernel VERSION` bundles it with the
  * program and boots it): runs every check of guest_checks.ts in order and prints one marker line per
- * check on the console (support/console_markers.ts), then the END marker. Exits 1 when a check failed.
+ * check on the console (kernels/console_markers.ts), then the END marker. Exits 1 when a check failed.
  *
  * It runs on any machine as root too, which is the quick way to try a new check before booting kernels:
  *
@@ -15,7 +15,7 @@
  */
 import { parseArgs } from "node:util";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
-import { detailMarkers, endMarker, testMarker } from "../../support/console_markers.ts";
+import { detailMarkers, endMarker, testMarker } from "../../kernels/console_markers.ts";
 import { bpfObjectContents } from "./bpf_object_contents.ts";
 import { LibbpfError } from "../../lib/bpf/libbpf.ts";
 import {

@@ -30,7 +30,7 @@ export interface PythonProcInfo {
   readonly tlsThreadState: number | null;
   /** The pthread key of `_PyRuntime`'s autoTSSkey, null until the runtime created it. */
   readonly tsdKey: number | null;
-  /** The C library's TSD layout (seed `TSDInfo`), null when unknown (not glibc). */
+  /** The C library's TSD layout (see `TsdInfo` in ../interpreter.ts), null when unknown (not glibc). */
   readonly tsdOffset: number | null;
   readonly tsdMultiplier: number;
   readonly tsdIndirect: boolean;

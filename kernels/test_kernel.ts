@@ -3,7 +3,7 @@
  * guest booted with a kernel image from the cache (kernels/cache/, or KERN_DIR), so that the programs
  * are verified, attached and exercised by that kernel and not only by the host's. The program and the
  * suite go in as single-file bundles with deno, libbpf and busybox in an initramfs; the verdict comes
- * from marker lines on the serial console (support/console_markers.ts), since qemu's exit code tells
+ * from marker lines on the serial console (kernels/console_markers.ts), since qemu's exit code tells
  * nothing about the guest.
  *
  * Usage: deno task test-kernel VERSION [--broken] [--gdb] [--timeout S] [--only CHECK,...] [--verbose]
@@ -20,7 +20,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { findKernel, kernelDir, type KernelImage, missingKernelMessage } from "../kernels/kernel_cache.ts";
+import { findKernel, kernelDir, type KernelImage, missingKernelMessage } from "./kernel_cache.ts";
 import { buildWorkload, REPO_ROOT } from "../tests/helpers.ts";
 import { ConsoleParser, type GuestReport, type GuestTest, reportFailure } from "./console_markers.ts";
 import { baseFiles, buildInitramfs, findLibrary, type GuestFile, type Initramfs } from "./guest_initramfs.ts";

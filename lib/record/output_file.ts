@@ -34,6 +34,14 @@ import {
   AT_FDCWD,
   closeFd,
   Directory,
+  fileStatus,
+  O_NOCTTY,
+  O_NOFOLLOW,
+  O_NONBLOCK,
+  O_TRUNC,
+  O_WRONLY,
+} from "../sys/directory.ts";
+import {
   EACCES,
   EAGAIN,
   ELOOP,
@@ -45,13 +53,7 @@ import {
   EPERM,
   EPIPE,
   EROFS,
-  fileStatus,
-  O_NOCTTY,
-  O_NOFOLLOW,
-  O_NONBLOCK,
-  O_TRUNC,
-  O_WRONLY,
-} from "../sys/directory.ts";
+} from "../sys/errno.ts";
 import { type FileOwner, invokingUser } from "../sys/invoking_user.ts";
 import { cString, libc, SystemError } from "../sys/libc.ts";
 import { absolutePath, baseName, parentDir } from "../sys/path.ts";

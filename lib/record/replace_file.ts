@@ -29,11 +29,6 @@
 import {
   closeFd,
   type Directory,
-  EEXIST,
-  EINVAL,
-  EISDIR,
-  ENAMETOOLONG,
-  EOPNOTSUPP,
   type FileStatus,
   O_CREAT,
   O_EXCL,
@@ -41,6 +36,7 @@ import {
   O_TMPFILE,
   O_WRONLY,
 } from "../sys/directory.ts";
+import { EEXIST, EINVAL, EISDIR, ENAMETOOLONG, EOPNOTSUPP } from "../sys/errno.ts";
 import type { FileOwner } from "../sys/invoking_user.ts";
 import { libc, SystemError } from "../sys/libc.ts";
 

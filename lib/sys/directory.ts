@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { EEXIST, EINVAL, ENOENT, ENOSYS } from "./errno.ts";
 import { AT_EMPTY_PATH, cString, libc, SystemError } from "./libc.ts";
 import { type Statx, statx } from "./statx.ts";
 
@@ -47,23 +48,6 @@ export const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
 const AT_SYMLINK_FOLLOW = 0x400;
 const RENAME_NOREPLACE = 1;
-
-export const EPERM = 1;
-export const ENOENT = 2;
-export const ENXIO = 6;
-export const EAGAIN = 11;
-export const EACCES = 13;
-export const EEXIST = 17;
-export const ENOTDIR = 20;
-export const EISDIR = 21;
-export const EINVAL = 22;
-export const ENOSPC = 28;
-export const EPIPE = 32;
-export const EROFS = 30;
-export const ENAMETOOLONG = 36;
-export const ENOSYS = 38;
-export const ELOOP = 40;
-export const EOPNOTSUPP = 95;
 
 const KIND_OF_TYPE = new Map<number, EntryKind>([
   [0o100000, "file"],

@@ -84,8 +84,6 @@ export const SYS_OPENAT2 = 437;
 export const RESOLVE_IN_ROOT = 0x10;
 /** openat2: refuse /proc's magic links (`/proc/self/fd/N`, `/proc/PID/root`) on the way. */
 export const RESOLVE_NO_MAGICLINKS = 0x02;
-export const EINTR = 4;
-export const ENOSYS = 38;
 const SC_PAGESIZE = 30;
 const RLIMIT_NOFILE = 7;
 

@@ -18,11 +18,10 @@
  *
  * @module
  */
+import { EACCES, EINTR, ENOENT, ENOSYS, EPERM, ESRCH } from "./errno.ts";
 import {
   AT_EMPTY_PATH,
   cString,
-  EINTR,
-  ENOSYS,
   F_DUPFD_CLOEXEC,
   libc,
   O_CLOEXEC,
@@ -96,10 +95,6 @@ export interface FileStatus {
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const S_IFDIR = 0o040000;
-const ENOENT = 2;
-const ESRCH = 3;
-const EPERM = 1;
-const EACCES = 13;
 /** openat2's `struct open_how`: flags, mode, resolve (three u64). */
 const OPEN_HOW_SIZE = 24;
 /** One pread moves at most this much (Linux caps a read near 2 GiB). */

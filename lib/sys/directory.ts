@@ -13,7 +13,15 @@
  * @module
  */
 import { EEXIST, EINVAL, ENOENT, ENOSYS } from "./errno.ts";
-import { AT_EMPTY_PATH, cString, libc, SystemError } from "./libc.ts";
+import { cString, libc, SystemError } from "./libc.ts";
+import {
+  AT_EMPTY_PATH,
+  AT_FDCWD,
+  AT_SYMLINK_FOLLOW,
+  AT_SYMLINK_NOFOLLOW,
+  O_CLOEXEC,
+  O_DIRECTORY,
+} from "./open_flags.ts";
 import { type Statx, statx } from "./statx.ts";
 
 /** What a folder entry is. */
@@ -32,21 +40,6 @@ export interface FileStatus {
   links: number;
 }
 
-export const O_WRONLY = 0o1;
-export const O_CREAT = 0o100;
-export const O_EXCL = 0o200;
-export const O_NOCTTY = 0o400;
-export const O_TRUNC = 0o1000;
-export const O_NONBLOCK = 0o4000;
-export const O_DIRECTORY = 0o200000;
-export const O_NOFOLLOW = 0o400000;
-export const O_CLOEXEC = 0o2000000;
-/** An unnamed file in a folder, freed by the kernel unless linked in (with O_DIRECTORY, as the kernel defines it). */
-export const O_TMPFILE = 0o20000000 | O_DIRECTORY;
-
-export const AT_FDCWD = -100;
-const AT_SYMLINK_NOFOLLOW = 0x100;
-const AT_SYMLINK_FOLLOW = 0x400;
 const RENAME_NOREPLACE = 1;
 
 const KIND_OF_TYPE = new Map<number, EntryKind>([

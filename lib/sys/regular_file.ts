@@ -19,11 +19,9 @@
  * @module
  */
 import { EACCES, EINTR, ENOENT, ENOSYS, EPERM, ESRCH } from "./errno.ts";
+import { cString, F_DUPFD_CLOEXEC, libc, strerror, SYS_OPENAT2 } from "./libc.ts";
 import {
   AT_EMPTY_PATH,
-  cString,
-  F_DUPFD_CLOEXEC,
-  libc,
   O_CLOEXEC,
   O_NOCTTY,
   O_NONBLOCK,
@@ -31,9 +29,7 @@ import {
   O_RDONLY,
   RESOLVE_IN_ROOT,
   RESOLVE_NO_MAGICLINKS,
-  strerror,
-  SYS_OPENAT2,
-} from "./libc.ts";
+} from "./open_flags.ts";
 import { statx } from "./statx.ts";
 
 /** How the kernel tells files apart: the device a file lives on and its inode number there. */

@@ -14,7 +14,8 @@
  *
  * @module
  */
-import { libc, O_DIRECTORY } from "./libc.ts";
+import { libc } from "./libc.ts";
+import { O_DIRECTORY } from "./open_flags.ts";
 import {
   type FileIdentity,
   FileRefusedError,

@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import { AT_FDCWD } from "./directory.ts";
+ * import { AT_FDCWD } from "./open_flags.ts";
  * import { statx } from "./statx.ts";
  * const root = statx(AT_FDCWD, "/", 0);
  * console.log(root !== null && (root.mode & 0o170000) === 0o040000); // true: a folder

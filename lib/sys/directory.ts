@@ -22,14 +22,11 @@ import {
   O_CLOEXEC,
   O_DIRECTORY,
 } from "./open_flags.ts";
-import { type Statx, statx } from "./statx.ts";
-
-/** What a folder entry is. */
-export type EntryKind = "file" | "directory" | "symlink" | "fifo" | "char device" | "block device" | "socket";
+import { type FileKind, type Statx, statx } from "./statx.ts";
 
 /** What statx says about a file: its kind, identity and owner. */
 export interface FileStatus {
-  kind: EntryKind;
+  kind: FileKind;
   /** Device and inode, `major:minor:inode`: equal for the same file, different for any other. */
   identity: string;
   uid: number;
@@ -42,20 +39,10 @@ export interface FileStatus {
 
 const RENAME_NOREPLACE = 1;
 
-const KIND_OF_TYPE = new Map<number, EntryKind>([
-  [0o100000, "file"],
-  [0o040000, "directory"],
-  [0o120000, "symlink"],
-  [0o010000, "fifo"],
-  [0o020000, "char device"],
-  [0o060000, "block device"],
-  [0o140000, "socket"],
-]);
-
 /** A `struct statx` as this module's callers read it. */
 function fromStatx(status: Statx): FileStatus {
   return {
-    kind: KIND_OF_TYPE.get(status.mode & 0o170000) ?? "file",
+    kind: status.kind ?? "file",
     identity: `${status.major}:${status.minor}:${status.inode}`,
     uid: status.uid,
     mode: status.mode & 0o7777,

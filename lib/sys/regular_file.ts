@@ -30,7 +30,7 @@ import {
   RESOLVE_IN_ROOT,
   RESOLVE_NO_MAGICLINKS,
 } from "./open_flags.ts";
-import { statx } from "./statx.ts";
+import { type FileKind, type Statx, statx } from "./statx.ts";
 
 /** How the kernel tells files apart: the device a file lives on and its inode number there. */
 export interface FileIdentity {
@@ -80,29 +80,19 @@ export interface OpenOptions {
   expect?: FileIdentity;
 }
 
-/** What statx says about a descriptor. */
-export interface FileStatus {
-  readonly identity: FileIdentity;
-  /** `st_mode`: type and permission bits. */
-  readonly mode: number;
-  readonly size: number;
-}
-
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
-const S_IFDIR = 0o040000;
 /** openat2's `struct open_how`: flags, mode, resolve (three u64). */
 const OPEN_HOW_SIZE = 24;
 /** One pread moves at most this much (Linux caps a read near 2 GiB). */
 const MAX_READ_CHUNK = 1 << 30;
 
-const TYPE_NAMES: Record<number, string> = {
-  0o010000: "a FIFO",
-  0o020000: "a character device",
-  0o040000: "a folder",
-  0o060000: "a block device",
-  0o120000: "a symbolic link",
-  0o140000: "a socket",
+/** What a file other than a regular one is, for messages. */
+const KIND_NAMES: Record<Exclude<FileKind, "file">, string> = {
+  fifo: "a FIFO",
+  "char device": "a character device",
+  directory: "a folder",
+  "block device": "a block device",
+  symlink: "a symbolic link",
+  socket: "a socket",
 };
 
 /** Whether `a` and `b` are the same file. */
@@ -117,19 +107,10 @@ export function formatIdentity(identity: FileIdentity): string {
 }
 
 /** statx of an open descriptor (O_PATH ones too); throws a FileRefusedError when it fails. */
-export function fileStatus(fd: number, name: string): FileStatus {
+export function statusOf(fd: number, name: string): Statx {
   const status = statx(fd, "", AT_EMPTY_PATH);
   if (status === null) throw refusal(name, libc().errno(), "statx");
-  return {
-    identity: { major: status.major, minor: status.minor, inode: status.inode },
-    mode: status.mode,
-    size: status.size,
-  };
-}
-
-/** Whether a status is of a folder. */
-export function isDirectoryStatus(status: FileStatus): boolean {
-  return (status.mode & S_IFMT) === S_IFDIR;
+  return status;
 }
 
 /**
@@ -171,11 +152,11 @@ export class RegularFile implements Disposable {
   readonly size: number;
   #fd: number;
 
-  private constructor(fd: number, name: string, status: FileStatus) {
+  private constructor(fd: number, name: string, identity: FileIdentity, size: number) {
     this.#fd = fd;
     this.name = name;
-    this.identity = status.identity;
-    this.size = status.size;
+    this.identity = identity;
+    this.size = size;
   }
 
   /**
@@ -189,16 +170,16 @@ export class RegularFile implements Disposable {
     const pathFd = openPathDescriptor(path, options.root);
     let fd = -1;
     try {
-      checkRegular(fileStatus(pathFd, name), name, options.expect);
+      checkRegular(statusOf(pathFd, name), name, options.expect);
       fd = reopen(pathFd, name);
     } finally {
       libc().fn.close(pathFd);
     }
     try {
-      const status = fileStatus(fd, name);
+      const status = statusOf(fd, name);
       // The same inode as checked (the descriptor pinned it); checked again because it is free.
       checkRegular(status, name, options.expect);
-      return new RegularFile(fd, name, status);
+      return new RegularFile(fd, name, identityOf(status), status.size);
     } catch (error) {
       libc().fn.close(fd);
       throw error;
@@ -211,9 +192,9 @@ export class RegularFile implements Disposable {
    */
   static adopt(fd: number, name: string): RegularFile {
     try {
-      const status = fileStatus(fd, name);
+      const status = statusOf(fd, name);
       checkRegular(status, name, undefined);
-      return new RegularFile(fd, name, status);
+      return new RegularFile(fd, name, identityOf(status), status.size);
     } catch (error) {
       libc().fn.close(fd);
       throw error;
@@ -263,7 +244,7 @@ export class RegularFile implements Disposable {
     if (this.#fd < 0) throw new Error(`Cannot duplicate ${this.name}: the file is closed`);
     const fd = libc().fn.fcntl(this.#fd, F_DUPFD_CLOEXEC, 0n);
     if (fd < 0) throw new Error(`Cannot duplicate ${this.name}: ${strerror(libc().errno())}`);
-    return new RegularFile(fd, this.name, { identity: this.identity, mode: S_IFREG, size: this.size });
+    return new RegularFile(fd, this.name, this.identity, this.size);
   }
 
   /** Closes the descriptor. Idempotent; reads after it throw. */
@@ -278,16 +259,22 @@ export class RegularFile implements Disposable {
   }
 }
 
-function checkRegular(status: FileStatus, name: string, expect: FileIdentity | undefined): void {
-  const type = status.mode & S_IFMT;
-  if (type !== S_IFREG) {
-    throw new FileRefusedError(name, "not-regular", `it is ${TYPE_NAMES[type] ?? "not a regular file"}`);
+/** The device and inode of what statx described. */
+export function identityOf(status: Statx): FileIdentity {
+  return { major: status.major, minor: status.minor, inode: status.inode };
+}
+
+function checkRegular(status: Statx, name: string, expect: FileIdentity | undefined): void {
+  if (status.kind !== "file") {
+    const kind = status.kind === null ? "not a regular file" : KIND_NAMES[status.kind];
+    throw new FileRefusedError(name, "not-regular", `it is ${kind}`);
   }
-  if (expect !== undefined && !sameIdentity(status.identity, expect)) {
+  const identity = identityOf(status);
+  if (expect !== undefined && !sameIdentity(identity, expect)) {
     throw new FileRefusedError(
       name,
       "replaced",
-      `it is file ${formatIdentity(status.identity)}, not the expected ${formatIdentity(expect)}`,
+      `it is file ${formatIdentity(identity)}, not the expected ${formatIdentity(expect)}`,
     );
   }
 }

@@ -19,11 +19,11 @@ import { O_DIRECTORY } from "./open_flags.ts";
 import {
   type FileIdentity,
   FileRefusedError,
-  fileStatus,
-  isDirectoryStatus,
+  identityOf,
   openPathDescriptor,
   RegularFile,
   type ResolutionRoot,
+  statusOf,
 } from "./regular_file.ts";
 
 /** An open directory that paths are resolved inside of. Owns its descriptor. */
@@ -46,9 +46,9 @@ export class RootDirectory implements ResolutionRoot, Disposable {
   static open(path: string): RootDirectory {
     const fd = openPathDescriptor(path, undefined, O_DIRECTORY);
     try {
-      const status = fileStatus(fd, path);
-      if (!isDirectoryStatus(status)) throw new FileRefusedError(path, "not-regular", "not a directory");
-      return new RootDirectory(fd, path.replace(/\/+$/, ""), status.identity);
+      const status = statusOf(fd, path);
+      if (status.kind !== "directory") throw new FileRefusedError(path, "not-regular", "not a directory");
+      return new RootDirectory(fd, path.replace(/\/+$/, ""), identityOf(status));
     } catch (error) {
       libc().fn.close(fd);
       throw error;

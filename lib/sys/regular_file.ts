@@ -23,6 +23,7 @@ import { cString, F_DUPFD_CLOEXEC, libc, strerror, SYS_OPENAT2 } from "./libc.ts
 import {
   AT_EMPTY_PATH,
   O_CLOEXEC,
+  O_DIRECTORY,
   O_NOCTTY,
   O_NONBLOCK,
   O_PATH,
@@ -72,12 +73,25 @@ export interface ResolutionRoot {
   readonly path: string;
 }
 
-/** How {@linkcode RegularFile.open} finds and checks the file. */
+/** How {@linkcode RegularFile.open} and {@linkcode openCheckedPath} find and check the file. */
 export interface OpenOptions {
   /** Resolve `path` inside this directory instead of from the host's root. */
   root?: ResolutionRoot;
   /** The file must be this one; another file at the path is refused as "replaced". */
   expect?: FileIdentity;
+}
+
+/** What {@linkcode openCheckedPath} requires a path to lead to. */
+export type CheckedKind = Extract<FileKind, "file" | "directory">;
+
+/** A path opened with O_PATH and checked by {@linkcode openCheckedPath}. */
+export interface CheckedPath {
+  /** The O_PATH descriptor, which the caller owns. */
+  readonly fd: number;
+  /** The path as messages name it: inside a root, the root's path first. */
+  readonly name: string;
+  /** What statx said of the descriptor. */
+  readonly status: Statx;
 }
 
 /** openat2's `struct open_how`: flags, mode, resolve (three u64). */
@@ -107,7 +121,7 @@ export function formatIdentity(identity: FileIdentity): string {
 }
 
 /** statx of an open descriptor (O_PATH ones too); throws a FileRefusedError when it fails. */
-export function statusOf(fd: number, name: string): Statx {
+function statusOf(fd: number, name: string): Statx {
   const status = statx(fd, "", AT_EMPTY_PATH);
   if (status === null) throw refusal(name, libc().errno(), "statx");
   return status;
@@ -115,7 +129,7 @@ export function statusOf(fd: number, name: string): Statx {
 
 /**
  * Opens `path` with O_PATH (no open side effects, never blocks) from the host's root or inside
- * `root`; returns the descriptor. Shared with {@linkcode RootDirectory}.
+ * `root`; returns the descriptor. Nothing is checked: {@linkcode openCheckedPath} does that.
  */
 export function openPathDescriptor(path: string, root: ResolutionRoot | undefined, extraFlags = 0): number {
   const { fn } = libc();
@@ -143,6 +157,28 @@ export function openPathDescriptor(path: string, root: ResolutionRoot | undefine
   return fd;
 }
 
+/**
+ * Opens `path` as the module describes, up to the check: with O_PATH (a directory with O_DIRECTORY as
+ * well), then statx on that descriptor must say it is a `kind` and, with `options.expect`, that very
+ * file. Only then may the caller open it for real ({@linkcode RegularFile}) or keep the descriptor
+ * ({@linkcode RootDirectory}).
+ *
+ * @throws {FileRefusedError} when the path is missing or unreadable, leads to something else than a
+ * `kind`, or is not the file `options.expect` names; no descriptor is left open then.
+ */
+export function openCheckedPath(path: string, kind: CheckedKind, options: OpenOptions = {}): CheckedPath {
+  const name = options.root === undefined ? path : `${options.root.path}${path}`;
+  const fd = openPathDescriptor(path, options.root, kind === "directory" ? O_DIRECTORY : 0);
+  try {
+    const status = statusOf(fd, name);
+    checkStatus(status, name, kind, options.expect);
+    return { fd, name, status };
+  } catch (error) {
+    libc().fn.close(fd);
+    throw error;
+  }
+}
+
 /** An open regular file, read by position. Owns its descriptor. */
 export class RegularFile implements Disposable {
   /** The path it was opened by, for messages. */
@@ -166,24 +202,15 @@ export class RegularFile implements Disposable {
    * the file `options.expect` names.
    */
   static open(path: string, options: OpenOptions = {}): RegularFile {
-    const name = options.root === undefined ? path : `${options.root.path}${path}`;
-    const pathFd = openPathDescriptor(path, options.root);
-    let fd = -1;
+    const checked = openCheckedPath(path, "file", options);
+    let fd: number;
     try {
-      checkRegular(statusOf(pathFd, name), name, options.expect);
-      fd = reopen(pathFd, name);
+      fd = reopen(checked.fd, checked.name);
     } finally {
-      libc().fn.close(pathFd);
+      libc().fn.close(checked.fd);
     }
-    try {
-      const status = statusOf(fd, name);
-      // The same inode as checked (the descriptor pinned it); checked again because it is free.
-      checkRegular(status, name, options.expect);
-      return new RegularFile(fd, name, identityOf(status), status.size);
-    } catch (error) {
-      libc().fn.close(fd);
-      throw error;
-    }
+    // The same inode as checked (the descriptor pinned it); checked again because it is free.
+    return RegularFile.#own(fd, checked.name, options.expect);
   }
 
   /**
@@ -191,9 +218,14 @@ export class RegularFile implements Disposable {
    * regular file; closes it and throws otherwise.
    */
   static adopt(fd: number, name: string): RegularFile {
+    return RegularFile.#own(fd, name, undefined);
+  }
+
+  /** Wraps `fd` once statx says it is a regular file (and `expect`); closes it and throws otherwise. */
+  static #own(fd: number, name: string, expect: FileIdentity | undefined): RegularFile {
     try {
       const status = statusOf(fd, name);
-      checkRegular(status, name, undefined);
+      checkStatus(status, name, "file", expect);
       return new RegularFile(fd, name, identityOf(status), status.size);
     } catch (error) {
       libc().fn.close(fd);
@@ -264,10 +296,14 @@ export function identityOf(status: Statx): FileIdentity {
   return { major: status.major, minor: status.minor, inode: status.inode };
 }
 
-function checkRegular(status: Statx, name: string, expect: FileIdentity | undefined): void {
-  if (status.kind !== "file") {
-    const kind = status.kind === null ? "not a regular file" : KIND_NAMES[status.kind];
-    throw new FileRefusedError(name, "not-regular", `it is ${kind}`);
+/** Throws the FileRefusedError for a `status` that is not a `kind`, or not the file `expect` names. */
+function checkStatus(status: Statx, name: string, kind: CheckedKind, expect: FileIdentity | undefined): void {
+  if (kind === "directory" && status.kind !== "directory") {
+    throw new FileRefusedError(name, "not-regular", "not a directory");
+  }
+  if (kind === "file" && status.kind !== "file") {
+    const what = status.kind === null ? "not a regular file" : KIND_NAMES[status.kind];
+    throw new FileRefusedError(name, "not-regular", `it is ${what}`);
   }
   const identity = identityOf(status);
   if (expect !== undefined && !sameIdentity(identity, expect)) {

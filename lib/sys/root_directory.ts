@@ -15,15 +15,12 @@
  * @module
  */
 import { libc } from "./libc.ts";
-import { O_DIRECTORY } from "./open_flags.ts";
 import {
   type FileIdentity,
-  FileRefusedError,
   identityOf,
-  openPathDescriptor,
+  openCheckedPath,
   RegularFile,
   type ResolutionRoot,
-  statusOf,
 } from "./regular_file.ts";
 
 /** An open directory that paths are resolved inside of. Owns its descriptor. */
@@ -44,15 +41,8 @@ export class RootDirectory implements ResolutionRoot, Disposable {
    * @throws {FileRefusedError} when it is missing, unreadable or not a directory.
    */
   static open(path: string): RootDirectory {
-    const fd = openPathDescriptor(path, undefined, O_DIRECTORY);
-    try {
-      const status = statusOf(fd, path);
-      if (status.kind !== "directory") throw new FileRefusedError(path, "not-regular", "not a directory");
-      return new RootDirectory(fd, path.replace(/\/+$/, ""), identityOf(status));
-    } catch (error) {
-      libc().fn.close(fd);
-      throw error;
-    }
+    const { fd, status } = openCheckedPath(path, "directory");
+    return new RootDirectory(fd, path.replace(/\/+$/, ""), identityOf(status));
   }
 
   /** The O_PATH descriptor, for openat2. */

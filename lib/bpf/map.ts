@@ -4,13 +4,9 @@
  *
  * @module
  */
+import { E2BIG, ENOENT, ENOSPC } from "../sys/errno.ts";
 import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
-
-const ENOENT = 2;
-/** What a full hash map (E2BIG) and a full LPM trie (ENOSPC) answer an update with. */
-const E2BIG = 7;
-const ENOSPC = 28;
 
 /** Flags of bpf_map_update_elem. */
 export const BPF_ANY = 0;
@@ -22,6 +18,7 @@ export const BPF_F_NO_PREALLOC = 1;
 
 /** Whether `error` is a map refusing an update because it holds `max_entries` already. */
 export function isMapFull(error: unknown): boolean {
+  // A full hash map answers E2BIG, a full LPM trie ENOSPC.
   return error instanceof LibbpfError && (error.errno === E2BIG || error.errno === ENOSPC);
 }
 

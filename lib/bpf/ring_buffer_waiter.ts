@@ -18,12 +18,12 @@
  *
  * @module
  */
-import { libc, O_CLOEXEC, SystemError } from "../sys/libc.ts";
+import { libc, SystemError } from "../sys/libc.ts";
+import { O_CLOEXEC, O_NONBLOCK } from "../sys/open_flags.ts";
 
 const EPOLL_CTL_ADD = 1;
 const EPOLLIN = 0x1;
 const EPOLLET = 0x80000000;
-const EFD_NONBLOCK = 0o4000;
 /** `struct epoll_event` is packed on x86-64: u32 events, u64 data. */
 const EPOLL_EVENT_SIZE = 12;
 const RING_TAG = 1;
@@ -42,9 +42,10 @@ export class RingBufferWaiter {
   /** Watches the ring buffer map behind `mapFd` (the fd stays the caller's). */
   constructor(mapFd: number) {
     const { fn, errno } = libc();
+    // EPOLL_CLOEXEC, EFD_CLOEXEC and EFD_NONBLOCK are the kernel's O_CLOEXEC and O_NONBLOCK.
     this.#epollFd = fn.epoll_create1(O_CLOEXEC);
     if (this.#epollFd < 0) throw new SystemError("create an epoll instance", errno());
-    this.#interruptFd = fn.eventfd(0, O_CLOEXEC | EFD_NONBLOCK);
+    this.#interruptFd = fn.eventfd(0, O_CLOEXEC | O_NONBLOCK);
     if (this.#interruptFd < 0) {
       const error = errno();
       fn.close(this.#epollFd);

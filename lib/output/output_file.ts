@@ -30,10 +30,8 @@
  *
  * @module
  */
+import { closeFd, Directory, fileStatus } from "../sys/directory.ts";
 import {
-  AT_FDCWD,
-  closeFd,
-  Directory,
   EACCES,
   EAGAIN,
   ELOOP,
@@ -45,15 +43,10 @@ import {
   EPERM,
   EPIPE,
   EROFS,
-  fileStatus,
-  O_NOCTTY,
-  O_NOFOLLOW,
-  O_NONBLOCK,
-  O_TRUNC,
-  O_WRONLY,
-} from "../sys/directory.ts";
+} from "../sys/errno.ts";
 import { type FileOwner, invokingUser } from "../sys/invoking_user.ts";
 import { cString, libc, SystemError } from "../sys/libc.ts";
+import { AT_FDCWD, O_NOCTTY, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_WRONLY } from "../sys/open_flags.ts";
 import { absolutePath, baseName, parentDir } from "../sys/path.ts";
 import { delay } from "../sys/timer.ts";
 import { checkCreatable, keepFile, OutputChangedError, replaceFile } from "./replace_file.ts";

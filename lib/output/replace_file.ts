@@ -26,23 +26,11 @@
  *
  * @module
  */
-import {
-  closeFd,
-  type Directory,
-  EEXIST,
-  EINVAL,
-  EISDIR,
-  ENAMETOOLONG,
-  EOPNOTSUPP,
-  type FileStatus,
-  O_CREAT,
-  O_EXCL,
-  O_NOFOLLOW,
-  O_TMPFILE,
-  O_WRONLY,
-} from "../sys/directory.ts";
+import { closeFd, type Directory, type FileStatus } from "../sys/directory.ts";
+import { EEXIST, EINVAL, EISDIR, ENAMETOOLONG, EOPNOTSUPP } from "../sys/errno.ts";
 import type { FileOwner } from "../sys/invoking_user.ts";
 import { libc, SystemError } from "../sys/libc.ts";
+import { O_CREAT, O_EXCL, O_NOFOLLOW, O_TMPFILE, O_WRONLY } from "../sys/open_flags.ts";
 
 /** How the new file is made. */
 export interface ReplaceOptions {

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { ESRCH } from "../sys/errno.ts";
 import { libc } from "../sys/libc.ts";
 import { type ProcessKey, readProcessKey, sameProcess } from "./process_key.ts";
 
@@ -23,7 +24,6 @@ export type ProcessSignal = keyof typeof SIGNAL_NUMBERS;
 
 const SYS_PIDFD_SEND_SIGNAL = 424n;
 const SYS_PIDFD_OPEN = 434n;
-const ESRCH = 3;
 
 /** Whether pidfds work here (Linux 5.3 and later); learnt on first use. */
 let pidfdsWork = true;

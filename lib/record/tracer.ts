@@ -23,6 +23,7 @@ import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
+import { EAGAIN } from "../sys/errno.ts";
 import { writeKernelFields } from "./kernel_fields.ts";
 import { allocateOnDemand } from "./map_allocation.ts";
 import type { Pid } from "../types.ts";
@@ -67,8 +68,6 @@ export interface TracerOptions {
 
 /** BPF-side counters, summed over CPUs. */
 export type TracerMetrics = Record<keyof typeof MetricId, number>;
-
-const EAGAIN = 11;
 
 /**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case

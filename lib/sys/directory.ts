@@ -12,15 +12,21 @@
  *
  * @module
  */
-import { AT_EMPTY_PATH, cString, libc, SystemError } from "./libc.ts";
-import { type Statx, statx } from "./statx.ts";
-
-/** What a folder entry is. */
-export type EntryKind = "file" | "directory" | "symlink" | "fifo" | "char device" | "block device" | "socket";
+import { EEXIST, EINVAL, ENOENT, ENOSYS } from "./errno.ts";
+import { cString, libc, SystemError } from "./libc.ts";
+import {
+  AT_EMPTY_PATH,
+  AT_FDCWD,
+  AT_SYMLINK_FOLLOW,
+  AT_SYMLINK_NOFOLLOW,
+  O_CLOEXEC,
+  O_DIRECTORY,
+} from "./open_flags.ts";
+import { type FileKind, type Statx, statx } from "./statx.ts";
 
 /** What statx says about a file: its kind, identity and owner. */
 export interface FileStatus {
-  kind: EntryKind;
+  kind: FileKind;
   /** Device and inode, `major:minor:inode`: equal for the same file, different for any other. */
   identity: string;
   uid: number;
@@ -31,54 +37,12 @@ export interface FileStatus {
   links: number;
 }
 
-export const O_WRONLY = 0o1;
-export const O_CREAT = 0o100;
-export const O_EXCL = 0o200;
-export const O_NOCTTY = 0o400;
-export const O_TRUNC = 0o1000;
-export const O_NONBLOCK = 0o4000;
-export const O_DIRECTORY = 0o200000;
-export const O_NOFOLLOW = 0o400000;
-export const O_CLOEXEC = 0o2000000;
-/** An unnamed file in a folder, freed by the kernel unless linked in (with O_DIRECTORY, as the kernel defines it). */
-export const O_TMPFILE = 0o20000000 | O_DIRECTORY;
-
-export const AT_FDCWD = -100;
-const AT_SYMLINK_NOFOLLOW = 0x100;
-const AT_SYMLINK_FOLLOW = 0x400;
 const RENAME_NOREPLACE = 1;
-
-export const EPERM = 1;
-export const ENOENT = 2;
-export const ENXIO = 6;
-export const EAGAIN = 11;
-export const EACCES = 13;
-export const EEXIST = 17;
-export const ENOTDIR = 20;
-export const EISDIR = 21;
-export const EINVAL = 22;
-export const ENOSPC = 28;
-export const EPIPE = 32;
-export const EROFS = 30;
-export const ENAMETOOLONG = 36;
-export const ENOSYS = 38;
-export const ELOOP = 40;
-export const EOPNOTSUPP = 95;
-
-const KIND_OF_TYPE = new Map<number, EntryKind>([
-  [0o100000, "file"],
-  [0o040000, "directory"],
-  [0o120000, "symlink"],
-  [0o010000, "fifo"],
-  [0o020000, "char device"],
-  [0o060000, "block device"],
-  [0o140000, "socket"],
-]);
 
 /** A `struct statx` as this module's callers read it. */
 function fromStatx(status: Statx): FileStatus {
   return {
-    kind: KIND_OF_TYPE.get(status.mode & 0o170000) ?? "file",
+    kind: status.kind ?? "file",
     identity: `${status.major}:${status.minor}:${status.inode}`,
     uid: status.uid,
     mode: status.mode & 0o7777,

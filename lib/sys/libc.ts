@@ -64,28 +64,8 @@ const symbols = {
 export const PROT_READ = 1;
 export const PROT_WRITE = 2;
 export const MAP_SHARED = 1;
-export const O_RDONLY = 0;
-export const O_CLOEXEC = 0o2000000;
-/** Open without blocking: a FIFO without writer or a device that waits for a peer returns at once. */
-export const O_NONBLOCK = 0o4000;
-/** Opening a terminal does not make it the controlling terminal. */
-export const O_NOCTTY = 0o400;
-export const O_DIRECTORY = 0o200000;
-/**
- * A descriptor that only names a file: opening it runs no driver or FIFO code and reads nothing, so what
- * the name leads to can be checked with statx before the file is really opened.
- */
-export const O_PATH = 0o10000000;
-/** statx: the descriptor itself, not a path relative to it. */
-export const AT_EMPTY_PATH = 0x1000;
 export const F_DUPFD_CLOEXEC = 1030;
 export const SYS_OPENAT2 = 437;
-/** openat2: resolve the path as if the directory were the root (absolute links and `..` stay inside). */
-export const RESOLVE_IN_ROOT = 0x10;
-/** openat2: refuse /proc's magic links (`/proc/self/fd/N`, `/proc/PID/root`) on the way. */
-export const RESOLVE_NO_MAGICLINKS = 0x02;
-export const EINTR = 4;
-export const ENOSYS = 38;
 const SC_PAGESIZE = 30;
 const RLIMIT_NOFILE = 7;
 

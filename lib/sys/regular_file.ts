@@ -18,24 +18,20 @@
  *
  * @module
  */
+import { EACCES, EINTR, ENOENT, ENOSYS, EPERM, ESRCH } from "./errno.ts";
+import { cString, F_DUPFD_CLOEXEC, libc, strerror, SYS_OPENAT2 } from "./libc.ts";
 import {
   AT_EMPTY_PATH,
-  cString,
-  EINTR,
-  ENOSYS,
-  F_DUPFD_CLOEXEC,
-  libc,
   O_CLOEXEC,
+  O_DIRECTORY,
   O_NOCTTY,
   O_NONBLOCK,
   O_PATH,
   O_RDONLY,
   RESOLVE_IN_ROOT,
   RESOLVE_NO_MAGICLINKS,
-  strerror,
-  SYS_OPENAT2,
-} from "./libc.ts";
-import { statx } from "./statx.ts";
+} from "./open_flags.ts";
+import { type FileKind, type Statx, statx } from "./statx.ts";
 
 /** How the kernel tells files apart: the device a file lives on and its inode number there. */
 export interface FileIdentity {
@@ -77,7 +73,7 @@ export interface ResolutionRoot {
   readonly path: string;
 }
 
-/** How {@linkcode RegularFile.open} finds and checks the file. */
+/** How {@linkcode RegularFile.open} and {@linkcode openCheckedPath} find and check the file. */
 export interface OpenOptions {
   /** Resolve `path` inside this directory instead of from the host's root. */
   root?: ResolutionRoot;
@@ -85,33 +81,32 @@ export interface OpenOptions {
   expect?: FileIdentity;
 }
 
-/** What statx says about a descriptor. */
-export interface FileStatus {
-  readonly identity: FileIdentity;
-  /** `st_mode`: type and permission bits. */
-  readonly mode: number;
-  readonly size: number;
+/** What {@linkcode openCheckedPath} requires a path to lead to. */
+export type CheckedKind = Extract<FileKind, "file" | "directory">;
+
+/** A path opened with O_PATH and checked by {@linkcode openCheckedPath}. */
+export interface CheckedPath {
+  /** The O_PATH descriptor, which the caller owns. */
+  readonly fd: number;
+  /** The path as messages name it: inside a root, the root's path first. */
+  readonly name: string;
+  /** What statx said of the descriptor. */
+  readonly status: Statx;
 }
 
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
-const S_IFDIR = 0o040000;
-const ENOENT = 2;
-const ESRCH = 3;
-const EPERM = 1;
-const EACCES = 13;
 /** openat2's `struct open_how`: flags, mode, resolve (three u64). */
 const OPEN_HOW_SIZE = 24;
 /** One pread moves at most this much (Linux caps a read near 2 GiB). */
 const MAX_READ_CHUNK = 1 << 30;
 
-const TYPE_NAMES: Record<number, string> = {
-  0o010000: "a FIFO",
-  0o020000: "a character device",
-  0o040000: "a folder",
-  0o060000: "a block device",
-  0o120000: "a symbolic link",
-  0o140000: "a socket",
+/** What a file other than a regular one is, for messages. */
+const KIND_NAMES: Record<Exclude<FileKind, "file">, string> = {
+  fifo: "a FIFO",
+  "char device": "a character device",
+  directory: "a folder",
+  "block device": "a block device",
+  symlink: "a symbolic link",
+  socket: "a socket",
 };
 
 /** Whether `a` and `b` are the same file. */
@@ -126,24 +121,15 @@ export function formatIdentity(identity: FileIdentity): string {
 }
 
 /** statx of an open descriptor (O_PATH ones too); throws a FileRefusedError when it fails. */
-export function fileStatus(fd: number, name: string): FileStatus {
+function statusOf(fd: number, name: string): Statx {
   const status = statx(fd, "", AT_EMPTY_PATH);
   if (status === null) throw refusal(name, libc().errno(), "statx");
-  return {
-    identity: { major: status.major, minor: status.minor, inode: status.inode },
-    mode: status.mode,
-    size: status.size,
-  };
-}
-
-/** Whether a status is of a folder. */
-export function isDirectoryStatus(status: FileStatus): boolean {
-  return (status.mode & S_IFMT) === S_IFDIR;
+  return status;
 }
 
 /**
  * Opens `path` with O_PATH (no open side effects, never blocks) from the host's root or inside
- * `root`; returns the descriptor. Shared with {@linkcode RootDirectory}.
+ * `root`; returns the descriptor. Nothing is checked: {@linkcode openCheckedPath} does that.
  */
 export function openPathDescriptor(path: string, root: ResolutionRoot | undefined, extraFlags = 0): number {
   const { fn } = libc();
@@ -171,6 +157,28 @@ export function openPathDescriptor(path: string, root: ResolutionRoot | undefine
   return fd;
 }
 
+/**
+ * Opens `path` as the module describes, up to the check: with O_PATH (a directory with O_DIRECTORY as
+ * well), then statx on that descriptor must say it is a `kind` and, with `options.expect`, that very
+ * file. Only then may the caller open it for real ({@linkcode RegularFile}) or keep the descriptor
+ * ({@linkcode RootDirectory}).
+ *
+ * @throws {FileRefusedError} when the path is missing or unreadable, leads to something else than a
+ * `kind`, or is not the file `options.expect` names; no descriptor is left open then.
+ */
+export function openCheckedPath(path: string, kind: CheckedKind, options: OpenOptions = {}): CheckedPath {
+  const name = options.root === undefined ? path : `${options.root.path}${path}`;
+  const fd = openPathDescriptor(path, options.root, kind === "directory" ? O_DIRECTORY : 0);
+  try {
+    const status = statusOf(fd, name);
+    checkStatus(status, name, kind, options.expect);
+    return { fd, name, status };
+  } catch (error) {
+    libc().fn.close(fd);
+    throw error;
+  }
+}
+
 /** An open regular file, read by position. Owns its descriptor. */
 export class RegularFile implements Disposable {
   /** The path it was opened by, for messages. */
@@ -180,11 +188,11 @@ export class RegularFile implements Disposable {
   readonly size: number;
   #fd: number;
 
-  private constructor(fd: number, name: string, status: FileStatus) {
+  private constructor(fd: number, name: string, identity: FileIdentity, size: number) {
     this.#fd = fd;
     this.name = name;
-    this.identity = status.identity;
-    this.size = status.size;
+    this.identity = identity;
+    this.size = size;
   }
 
   /**
@@ -194,24 +202,15 @@ export class RegularFile implements Disposable {
    * the file `options.expect` names.
    */
   static open(path: string, options: OpenOptions = {}): RegularFile {
-    const name = options.root === undefined ? path : `${options.root.path}${path}`;
-    const pathFd = openPathDescriptor(path, options.root);
-    let fd = -1;
+    const checked = openCheckedPath(path, "file", options);
+    let fd: number;
     try {
-      checkRegular(fileStatus(pathFd, name), name, options.expect);
-      fd = reopen(pathFd, name);
+      fd = reopen(checked.fd, checked.name);
     } finally {
-      libc().fn.close(pathFd);
+      libc().fn.close(checked.fd);
     }
-    try {
-      const status = fileStatus(fd, name);
-      // The same inode as checked (the descriptor pinned it); checked again because it is free.
-      checkRegular(status, name, options.expect);
-      return new RegularFile(fd, name, status);
-    } catch (error) {
-      libc().fn.close(fd);
-      throw error;
-    }
+    // The same inode as checked (the descriptor pinned it); checked again because it is free.
+    return RegularFile.#own(fd, checked.name, options.expect);
   }
 
   /**
@@ -219,10 +218,15 @@ export class RegularFile implements Disposable {
    * regular file; closes it and throws otherwise.
    */
   static adopt(fd: number, name: string): RegularFile {
+    return RegularFile.#own(fd, name, undefined);
+  }
+
+  /** Wraps `fd` once statx says it is a regular file (and `expect`); closes it and throws otherwise. */
+  static #own(fd: number, name: string, expect: FileIdentity | undefined): RegularFile {
     try {
-      const status = fileStatus(fd, name);
-      checkRegular(status, name, undefined);
-      return new RegularFile(fd, name, status);
+      const status = statusOf(fd, name);
+      checkStatus(status, name, "file", expect);
+      return new RegularFile(fd, name, identityOf(status), status.size);
     } catch (error) {
       libc().fn.close(fd);
       throw error;
@@ -272,7 +276,7 @@ export class RegularFile implements Disposable {
     if (this.#fd < 0) throw new Error(`Cannot duplicate ${this.name}: the file is closed`);
     const fd = libc().fn.fcntl(this.#fd, F_DUPFD_CLOEXEC, 0n);
     if (fd < 0) throw new Error(`Cannot duplicate ${this.name}: ${strerror(libc().errno())}`);
-    return new RegularFile(fd, this.name, { identity: this.identity, mode: S_IFREG, size: this.size });
+    return new RegularFile(fd, this.name, this.identity, this.size);
   }
 
   /** Closes the descriptor. Idempotent; reads after it throw. */
@@ -287,16 +291,26 @@ export class RegularFile implements Disposable {
   }
 }
 
-function checkRegular(status: FileStatus, name: string, expect: FileIdentity | undefined): void {
-  const type = status.mode & S_IFMT;
-  if (type !== S_IFREG) {
-    throw new FileRefusedError(name, "not-regular", `it is ${TYPE_NAMES[type] ?? "not a regular file"}`);
+/** The device and inode of what statx described. */
+export function identityOf(status: Statx): FileIdentity {
+  return { major: status.major, minor: status.minor, inode: status.inode };
+}
+
+/** Throws the FileRefusedError for a `status` that is not a `kind`, or not the file `expect` names. */
+function checkStatus(status: Statx, name: string, kind: CheckedKind, expect: FileIdentity | undefined): void {
+  if (kind === "directory" && status.kind !== "directory") {
+    throw new FileRefusedError(name, "not-regular", "not a directory");
   }
-  if (expect !== undefined && !sameIdentity(status.identity, expect)) {
+  if (kind === "file" && status.kind !== "file") {
+    const what = status.kind === null ? "not a regular file" : KIND_NAMES[status.kind];
+    throw new FileRefusedError(name, "not-regular", `it is ${what}`);
+  }
+  const identity = identityOf(status);
+  if (expect !== undefined && !sameIdentity(identity, expect)) {
     throw new FileRefusedError(
       name,
       "replaced",
-      `it is file ${formatIdentity(status.identity)}, not the expected ${formatIdentity(expect)}`,
+      `it is file ${formatIdentity(identity)}, not the expected ${formatIdentity(expect)}`,
     );
   }
 }

@@ -14,13 +14,11 @@
  *
  * @module
  */
-import { libc, O_DIRECTORY } from "./libc.ts";
+import { libc } from "./libc.ts";
 import {
   type FileIdentity,
-  FileRefusedError,
-  fileStatus,
-  isDirectoryStatus,
-  openPathDescriptor,
+  identityOf,
+  openCheckedPath,
   RegularFile,
   type ResolutionRoot,
 } from "./regular_file.ts";
@@ -43,15 +41,8 @@ export class RootDirectory implements ResolutionRoot, Disposable {
    * @throws {FileRefusedError} when it is missing, unreadable or not a directory.
    */
   static open(path: string): RootDirectory {
-    const fd = openPathDescriptor(path, undefined, O_DIRECTORY);
-    try {
-      const status = fileStatus(fd, path);
-      if (!isDirectoryStatus(status)) throw new FileRefusedError(path, "not-regular", "not a directory");
-      return new RootDirectory(fd, path.replace(/\/+$/, ""), status.identity);
-    } catch (error) {
-      libc().fn.close(fd);
-      throw error;
-    }
+    const { fd, status } = openCheckedPath(path, "directory");
+    return new RootDirectory(fd, path.replace(/\/+$/, ""), identityOf(status));
   }
 
   /** The O_PATH descriptor, for openat2. */

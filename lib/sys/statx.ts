@@ -5,10 +5,9 @@
  *
  * @example
  * ```ts
- * import { AT_FDCWD } from "./directory.ts";
+ * import { AT_FDCWD } from "./open_flags.ts";
  * import { statx } from "./statx.ts";
- * const root = statx(AT_FDCWD, "/", 0);
- * console.log(root !== null && (root.mode & 0o170000) === 0o040000); // true: a folder
+ * console.log(statx(AT_FDCWD, "/", 0)?.kind); // "directory"
  * console.log(statx(AT_FDCWD, "/no/such/file", 0)); // null, errno ENOENT
  * ```
  *
@@ -16,8 +15,13 @@
  */
 import { cString, libc } from "./libc.ts";
 
+/** What a file is, from the type bits of its mode. */
+export type FileKind = "file" | "directory" | "symlink" | "fifo" | "char device" | "block device" | "socket";
+
 /** The fields omniprof reads of a `struct statx`. */
 export interface Statx {
+  /** The type bits of `stx_mode`; null for a type Linux does not define. */
+  readonly kind: FileKind | null;
   /** `stx_mode`: file type (`& 0o170000`) and permission bits. */
   readonly mode: number;
   readonly uid: number;
@@ -28,6 +32,17 @@ export interface Statx {
   readonly minor: number;
   readonly inode: number;
 }
+
+const S_IFMT = 0o170000;
+const KIND_OF_TYPE = new Map<number, FileKind>([
+  [0o100000, "file"],
+  [0o040000, "directory"],
+  [0o120000, "symlink"],
+  [0o010000, "fifo"],
+  [0o020000, "char device"],
+  [0o060000, "block device"],
+  [0o140000, "socket"],
+]);
 
 const STATX_BASIC_STATS = 0x7ff;
 const STATX_SIZE = 256;
@@ -40,8 +55,10 @@ export function statx(dirfd: number, path: string, flags: number): Statx | null 
   const buffer = new Uint8Array(STATX_SIZE);
   if (libc().fn.statx(dirfd, cString(path), flags, STATX_BASIC_STATS, buffer) !== 0) return null;
   const view = new DataView(buffer.buffer);
+  const mode = view.getUint16(28, true);
   return {
-    mode: view.getUint16(28, true),
+    kind: KIND_OF_TYPE.get(mode & S_IFMT) ?? null,
+    mode,
     uid: view.getUint32(20, true),
     links: view.getUint32(16, true),
     size: Number(view.getBigUint64(40, true)),

@@ -34,6 +34,7 @@ import { closeFd, Directory, fileStatus } from "../sys/directory.ts";
 import {
   EACCES,
   EAGAIN,
+  EINTR,
   ELOOP,
   ENAMETOOLONG,
   ENOENT,
@@ -46,7 +47,15 @@ import {
 } from "../sys/errno.ts";
 import { type FileOwner, invokingUser } from "../sys/invoking_user.ts";
 import { cString, libc, SystemError } from "../sys/libc.ts";
-import { AT_FDCWD, O_NOCTTY, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_WRONLY } from "../sys/open_flags.ts";
+import {
+  AT_FDCWD,
+  O_CLOEXEC,
+  O_NOCTTY,
+  O_NOFOLLOW,
+  O_NONBLOCK,
+  O_TRUNC,
+  O_WRONLY,
+} from "../sys/open_flags.ts";
 import { absolutePath, baseName, parentDir } from "../sys/path.ts";
 import { delay } from "../sys/timer.ts";
 import { checkCreatable, keepFile, OutputChangedError, replaceFile } from "./replace_file.ts";
@@ -223,7 +232,7 @@ async function writeNonBlocking(fd: number, bytes: Uint8Array, signal: AbortSign
       continue;
     }
     const error = errno();
-    if (error !== EAGAIN && error !== 4 /* EINTR */) throw new SystemError("write", error);
+    if (error !== EAGAIN && error !== EINTR) throw new SystemError("write", error);
     if (signal.aborted) throw new Error("interrupted");
     // Wakes when there is room, when the reader goes away (the next write then fails), or each second
     // to look at `signal`.
@@ -322,7 +331,8 @@ export class OutputFile implements Disposable {
       if (target.dir !== null) {
         return target.dir.openAt(target.name, flags | O_NOFOLLOW, 0, [...expected, ELOOP]);
       }
-      const fd = libc().fn.openat(AT_FDCWD, cString(target.path), flags | O_TRUNC, 0);
+      // O_CLOEXEC as Directory.openAt adds it: a command omniprof starts must not inherit the output.
+      const fd = libc().fn.openat(AT_FDCWD, cString(target.path), flags | O_TRUNC | O_CLOEXEC, 0);
       if (fd >= 0) return fd;
       const error = libc().errno();
       if (expected.includes(error)) return -error;

@@ -6,6 +6,7 @@
  */
 import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
+import type { BpfMapType } from "./uapi.ts";
 
 const ENOENT = 2;
 /** What a full hash map (E2BIG) and a full LPM trie (ENOSPC) answer an update with. */
@@ -47,6 +48,27 @@ export class BpfMap {
 
   get maxEntries(): number {
     return libbpf().fn.bpf_map__max_entries(this.#pointer);
+  }
+
+  /** The map's type (BPF_MAP_TYPE_*, see {@linkcode BpfMapType}). */
+  get type(): number {
+    return libbpf().fn.bpf_map__type(this.#pointer);
+  }
+
+  /** Bytes of a key. */
+  get keySize(): number {
+    return libbpf().fn.bpf_map__key_size(this.#pointer);
+  }
+
+  /** Bytes of a value (of one CPU's value, for a per-CPU map). */
+  get valueSize(): number {
+    return libbpf().fn.bpf_map__value_size(this.#pointer);
+  }
+
+  /** The template of a map of maps' inner maps, as libbpf read it from the object; null for other maps. */
+  innerMap(): BpfMap | null {
+    const pointer = libbpf().fn.bpf_map__inner_map(this.#pointer);
+    return pointer === null ? null : new BpfMap(pointer, `${this.name}.inner`, this.#isLoaded);
   }
 
   /** Resizes the map; only before load. */
@@ -102,16 +124,13 @@ export class BpfMap {
   }
 }
 
-/** BPF_MAP_TYPE_ARRAY */
-export const BPF_MAP_TYPE_ARRAY = 2;
-
 /**
  * A map created at run time (not declared in the object), e.g. the inner arrays of a hash-of-maps. The
  * caller owns the descriptor: close it once the map is referenced elsewhere (an outer map holds its own
  * reference).
  */
 export function createMap(
-  type: number,
+  type: BpfMapType,
   name: string,
   keySize: number,
   valueSize: number,
@@ -134,6 +153,9 @@ export function createMap(
   if (fd < 0) throw new LibbpfError(`create map ${name} (${maxEntries} entries)`, -fd);
   return fd;
 }
+
+/** BPF_MAP_TYPE_ARRAY */
+export const BPF_MAP_TYPE_ARRAY = 2;
 
 /** BPF_F_MMAPABLE: an array map user space can mmap (kernel 5.5+). */
 export const BPF_F_MMAPABLE = 1024;

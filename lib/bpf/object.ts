@@ -71,6 +71,32 @@ export class BpfObject {
   }
 
   /**
+   * The names libbpf gives the object's maps, in the object's order. libbpf names a data section's map
+   * after the object and the section (`55922965.rodata`: an object opened from memory is named by its
+   * address); {@linkcode map} finds it by the section's name.
+   */
+  mapNames(): string[] {
+    const lib = libbpf();
+    const names: string[] = [];
+    for (let map = lib.fn.bpf_object__next_map(this.#live(), null); map !== null;) {
+      names.push(Deno.UnsafePointerView.getCString(lib.fn.bpf_map__name(map)!));
+      map = lib.fn.bpf_object__next_map(this.#live(), map);
+    }
+    return names;
+  }
+
+  /** The names of the object's programs (subprograms, which are not programs, left out), in its order. */
+  programNames(): string[] {
+    const lib = libbpf();
+    const names: string[] = [];
+    for (let program = lib.fn.bpf_object__next_program(this.#live(), null); program !== null;) {
+      names.push(Deno.UnsafePointerView.getCString(lib.fn.bpf_program__name(program)!));
+      program = lib.fn.bpf_object__next_program(this.#live(), program);
+    }
+    return names;
+  }
+
+  /**
    * Loads every program (verifier included) and creates the maps. On failure the error carries
    * libbpf's log, which holds the verifier's explanation.
    */

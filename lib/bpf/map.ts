@@ -154,9 +154,6 @@ export function createMap(
   return fd;
 }
 
-/** BPF_MAP_TYPE_ARRAY */
-export const BPF_MAP_TYPE_ARRAY = 2;
-
 /** BPF_F_MMAPABLE: an array map user space can mmap (kernel 5.5+). */
 export const BPF_F_MMAPABLE = 1024;
 /** BPF_F_INNER_MAP: an inner map whose size may differ from its map-in-map template (kernel 5.10+). */

@@ -158,7 +158,7 @@ export class Tracer {
       tracer.#reader = new RingBufferReader(object.map("events").fd, ringBytes);
       tracer.#waiter = new RingBufferWaiter(object.map("events").fd);
       // Process events first, so that no sampled process can start unseen.
-      for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"]) {
+      for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"] as const) {
         tracer.#links.push(object.program(name).attach());
       }
       if (!options.paused) tracer.startSampling();

@@ -21,6 +21,7 @@ import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
+import { fillUnwindPrograms } from "../bpf/unwind_programs.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { writeKernelFields } from "./kernel_fields.ts";
@@ -35,7 +36,6 @@ import {
   rodataOffsets,
   traceLayout,
   tracerConfigLayout,
-  UnwindProgram,
 } from "../../support/types.ts";
 
 /** How to sample. */
@@ -141,10 +141,7 @@ export class Tracer {
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
-      const progs = object.map("progs");
-      progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));
-      progs.update(u32Key(UnwindProgram.Stop), u32Key(object.program("unwind_stop").fd));
-      progs.update(u32Key(UnwindProgram.Python), u32Key(object.program("unwind_python").fd));
+      fillUnwindPrograms(object);
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {

@@ -192,7 +192,12 @@ function btfMaps(elf: ElfFile, symbols: readonly ObjectSymbol[]): BpfMapSpec[] {
  * The fields of a map definition (`__uint(...)`, `__type(...)`, `__array(...)`), read as libbpf does; the
  * flags too, which only an inner map's template keeps (the host sets a map's own flags before load).
  */
-function mapDefinition(btf: Btf, name: string, typeId: BtfTypeId): BpfMapSpec & { flags: number } {
+function mapDefinition(
+  btf: Btf,
+  name: string,
+  typeId: BtfTypeId,
+  inMap = false,
+): BpfMapSpec & { flags: number } {
   const definition = btf.type(btf.resolve(typeId));
   if (definition.kind !== BtfKind.Struct) {
     throw new RangeError(
@@ -205,8 +210,8 @@ function mapDefinition(btf: Btf, name: string, typeId: BtfTypeId): BpfMapSpec & 
   // __uint(field, N) is `int (*field)[N]`: a pointer to an array of N.
   const number = (member: BtfTypeId, field: string) => {
     const pointer = btf.type(btf.resolve(member));
-    const array = pointer.kind === BtfKind.Ptr ? btf.type(btf.resolve(pointer.type)) : pointer;
-    if (array.kind !== BtfKind.Array) {
+    const array = pointer.kind === BtfKind.Ptr ? btf.type(btf.resolve(pointer.type)) : undefined;
+    if (array?.kind !== BtfKind.Array) {
       throw new RangeError(`Cannot read ${field} of map ${name}: not __uint()`);
     }
     return array.count;
@@ -245,13 +250,19 @@ function mapDefinition(btf: Btf, name: string, typeId: BtfTypeId): BpfMapSpec & 
       case "values": {
         // __array(values, T) is `T *values[]`: inner maps' template, or the programs of a program array.
         const array = btf.type(btf.resolve(member.type));
-        const pointer = array.kind === BtfKind.Array ? btf.type(btf.resolve(array.elementType)) : array;
-        if (pointer.kind !== BtfKind.Ptr) {
+        const pointer = array.kind === BtfKind.Array ? btf.type(btf.resolve(array.elementType)) : undefined;
+        if (pointer?.kind !== BtfKind.Ptr) {
           throw new RangeError(`Cannot read values of map ${name}: not __array()`);
         }
         const target = btf.type(btf.resolve(pointer.type));
         if (target.kind === BtfKind.Struct) {
-          const { name: _name, inner: _inner, ...template } = mapDefinition(btf, `${name}.inner`, target.id);
+          if (inMap) throw new RangeError(`Cannot read map ${name}: libbpf has no maps of maps of maps`);
+          const { name: _name, inner: _inner, ...template } = mapDefinition(
+            btf,
+            `${name}.inner`,
+            target.id,
+            true,
+          );
           inner = template;
         }
         valuesAreDescriptors = true;

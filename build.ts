@@ -3,15 +3,16 @@
  * 1. compiles every bpf/*.bpf.c with clang to LLVM bitcode, links the bitcode (so maps and settings are
  *    defined once and shared by all programs), and emits one BPF object with BTF: .build/omniprof.bpf.o;
  *    It also compiles the demo workload (support/demo/demo.c) that `record --demo` runs;
- * 2. generates support/types.ts from that object's BTF (the C structs and enums the host shares), or with
- *    `--check` fails if the committed file differs from what the object says;
+ * 2. generates support/types.ts from that object's BTF (the C structs and enums the host shares) and
+ *    support/bpf_catalogue.ts from its ELF and BTF (every map and program, typed), or with `--check` fails
+ *    if a committed file differs from what the object says;
  * 3. with `--compile`, runs `deno compile` into ./omniprof (or `--output FILE`) when a denort runtime is
  *    available (DENORT_BIN), and says why it skipped otherwise;
  * 4. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
  *    file that `deno run -A FILE` runs anywhere: the same inputs `deno compile` embeds, testable where
  *    no denort runtime can be had;
  * 5. with `--variant NAME` (NAME is OMNIPROF_<SOMETHING>, e.g. OMNIPROF_BROKEN_FOR_TEST), compiles the
- *    BPF object with `-DNAME` into .build/variant-NAME/ instead, leaves support/types.ts alone, and makes
+ *    BPF object with `-DNAME` into .build/variant-NAME/ instead, leaves the generated files alone, and makes
  *    `--bundle` embed that object: a test build (`deno task test-kernel VERSION --broken`) that never
  *    touches the default build's outputs.
  *
@@ -21,6 +22,7 @@
  */
 import { parseArgs } from "node:util";
 import { generateSupportTypes } from "./support/generate_types.ts";
+import { generateCatalogue } from "./support/generate_catalogue.ts";
 import { V8_FLAGS } from "./support/v8_flags.ts";
 import { isFile } from "./lib/sys/files.ts";
 
@@ -28,7 +30,11 @@ const root = new URL(".", import.meta.url).pathname;
 const bpfDir = `${root}bpf/`;
 const outputDir = `${root}.build/`;
 export const BPF_OBJECT_PATH = `${outputDir}omniprof.bpf.o`;
-const TYPES_PATH = `${root}support/types.ts`;
+/** The files generated from the BPF object, by their path from the repository root. */
+const GENERATED: readonly { path: string; generate: (object: Uint8Array) => Promise<string> | string }[] = [
+  { path: "support/types.ts", generate: generateSupportTypes },
+  { path: "support/bpf_catalogue.ts", generate: generateCatalogue },
+];
 
 const { values: flags } = parseArgs({
   options: {
@@ -149,22 +155,23 @@ async function compileDemo(): Promise<void> {
   say("compiled the demo workload");
 }
 
-async function generateTypes(): Promise<void> {
-  const generated = await generateSupportTypes(Deno.readFileSync(BPF_OBJECT_PATH));
-  let current = "";
-  try {
-    current = Deno.readTextFileSync(TYPES_PATH);
-  } catch {
-    // first build
+async function generateFromObject(): Promise<void> {
+  const object = Deno.readFileSync(BPF_OBJECT_PATH);
+  for (const { path, generate } of GENERATED) {
+    const generated = await generate(object);
+    let current = "";
+    try {
+      current = Deno.readTextFileSync(`${root}${path}`);
+    } catch {
+      // first build
+    }
+    if (current === generated) continue;
+    if (flags.check) {
+      throw new Error(`${path} is out of date with bpf/: run \`deno task build\` and commit the result`);
+    }
+    Deno.writeTextFileSync(`${root}${path}`, generated);
+    say(`regenerated ${path} from the BPF object`);
   }
-  if (current === generated) return;
-  if (flags.check) {
-    throw new Error(
-      "support/types.ts is out of date with the BTF of bpf/: run `deno task build` and commit the result",
-    );
-  }
-  Deno.writeTextFileSync(TYPES_PATH, generated);
-  say("regenerated support/types.ts from BTF");
 }
 
 /** `import("./relative/path")` with a literal path. */
@@ -249,8 +256,8 @@ if (import.meta.main) {
   try {
     await compileBpf();
     await compileDemo();
-    // support/types.ts describes the default object; a variant only adds code.
-    if (!flags.variant) await generateTypes();
+    // The generated files describe the default object; a variant only adds code.
+    if (!flags.variant) await generateFromObject();
     if (flags.compile) await compileExecutable();
     if (flags.bundle) await bundle(flags.bundle);
   } catch (error) {

@@ -8,6 +8,7 @@
 import { parseBtf } from "../lib/btf/btf.ts";
 import { generateLayoutModule } from "../lib/btf/codegen.ts";
 import { ElfFile } from "../lib/elf/elf_file.ts";
+import { objectSymbols } from "../lib/bpf/object_spec.ts";
 
 /** What the host reads or writes of the BPF side's data. */
 const SPEC = {
@@ -53,24 +54,13 @@ const SPEC = {
 /** Global variables in .rodata that the host sets before load. */
 const RODATA_VARIABLES = ["tracer_config"];
 
-const SYMBOL_SIZE = 24;
-
 /** Offsets of named symbols in the section called `sectionName`, from the ELF symbol table. */
 function symbolOffsets(elf: ElfFile, sectionName: string, names: string[]): Map<string, number> {
-  const sectionIndex = elf.sections.findIndex((section) => section.name === sectionName);
-  const symtab = elf.section(".symtab");
-  if (sectionIndex < 0 || !symtab) throw new Error(`Cannot find ${sectionName} or .symtab in the BPF object`);
-  const symbols = elf.readSection(symtab);
-  const strings = elf.readSection(elf.sections[symtab.link]!);
-  const view = new DataView(symbols.buffer, symbols.byteOffset, symbols.byteLength);
-  const decoder = new TextDecoder();
+  const section = elf.section(sectionName);
+  if (!section) throw new Error(`Cannot find ${sectionName} in the BPF object`);
   const found = new Map<string, number>();
-  for (let at = 0; at + SYMBOL_SIZE <= symbols.length; at += SYMBOL_SIZE) {
-    if (view.getUint16(at + 6, true) !== sectionIndex) continue;
-    const nameStart = view.getUint32(at, true);
-    const nameEnd = strings.indexOf(0, nameStart);
-    const name = decoder.decode(strings.subarray(nameStart, nameEnd < 0 ? strings.length : nameEnd));
-    if (names.includes(name)) found.set(name, Number(view.getBigUint64(at + 8, true)));
+  for (const symbol of objectSymbols(elf)) {
+    if (symbol.section === section.index && names.includes(symbol.name)) found.set(symbol.name, symbol.value);
   }
   for (const name of names) {
     if (!found.has(name)) throw new Error(`Cannot find ${name} in ${sectionName} of the BPF object`);

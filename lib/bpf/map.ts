@@ -7,6 +7,7 @@
 import { E2BIG, ENOENT, ENOSPC } from "../sys/errno.ts";
 import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
+import type { BpfMapType } from "./uapi.ts";
 
 /** Flags of bpf_map_update_elem. */
 export const BPF_ANY = 0;
@@ -44,6 +45,27 @@ export class BpfMap {
 
   get maxEntries(): number {
     return libbpf().fn.bpf_map__max_entries(this.#pointer);
+  }
+
+  /** The map's type (BPF_MAP_TYPE_*, see {@linkcode BpfMapType}). */
+  get type(): number {
+    return libbpf().fn.bpf_map__type(this.#pointer);
+  }
+
+  /** Bytes of a key. */
+  get keySize(): number {
+    return libbpf().fn.bpf_map__key_size(this.#pointer);
+  }
+
+  /** Bytes of a value (of one CPU's value, for a per-CPU map). */
+  get valueSize(): number {
+    return libbpf().fn.bpf_map__value_size(this.#pointer);
+  }
+
+  /** The template of a map of maps' inner maps, as libbpf read it from the object; null for other maps. */
+  innerMap(): BpfMap | null {
+    const pointer = libbpf().fn.bpf_map__inner_map(this.#pointer);
+    return pointer === null ? null : new BpfMap(pointer, `${this.name}.inner`, this.#isLoaded);
   }
 
   /** Resizes the map; only before load. */
@@ -99,16 +121,13 @@ export class BpfMap {
   }
 }
 
-/** BPF_MAP_TYPE_ARRAY */
-export const BPF_MAP_TYPE_ARRAY = 2;
-
 /**
  * A map created at run time (not declared in the object), e.g. the inner arrays of a hash-of-maps. The
  * caller owns the descriptor: close it once the map is referenced elsewhere (an outer map holds its own
  * reference).
  */
 export function createMap(
-  type: number,
+  type: BpfMapType,
   name: string,
   keySize: number,
   valueSize: number,

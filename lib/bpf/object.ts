@@ -2,6 +2,10 @@
  * A BPF object (the ELF built from bpf/): open from bytes, configure, load into the kernel, then find
  * its programs and maps. Follows libbpf's fixed sequence: open -> configure -> load -> attach -> close.
  *
+ * Maps and programs are named as support/bpf_catalogue.ts, generated from the object built from bpf/,
+ * names them, so a misspelt name is a type error. An object whose names are known only at run time (a
+ * test build's variant) is opened as `BpfObject.open<string, string>(...)`.
+ *
  * @example
  * ```ts ignore
  * import { BpfObject } from "./object.ts";
@@ -17,9 +21,13 @@ import { cString, libc } from "../sys/libc.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
 import { BpfMap } from "./map.ts";
 import { BpfProgram } from "./program.ts";
+import type { BpfMapName, BpfProgramName } from "../../support/bpf_catalogue.ts";
 
-/** An opened (and later loaded) BPF object. Closing it unloads its programs and maps. */
-export class BpfObject {
+/**
+ * An opened (and later loaded) BPF object. Closing it unloads its programs and maps. `MapName` and
+ * `ProgramName` are the names it has: by default those of the object built from bpf/.
+ */
+export class BpfObject<MapName extends string = BpfMapName, ProgramName extends string = BpfProgramName> {
   #pointer: Deno.PointerValue;
   // libbpf parses the ELF in place until load, so the bytes must outlive the object.
   #bytes: Uint8Array<ArrayBuffer>;
@@ -32,15 +40,21 @@ export class BpfObject {
     this.#bytes = bytes;
   }
 
-  /** Opens an object from its ELF bytes; `name` appears in error messages. */
-  static open(bytes: Uint8Array, name: string): BpfObject {
+  /**
+   * Opens an object from its ELF bytes; `name` appears in error messages. The bytes are those of the object
+   * built from bpf/ unless the type arguments say which names the object has.
+   */
+  static open<MapName extends string = BpfMapName, ProgramName extends string = BpfProgramName>(
+    bytes: Uint8Array,
+    name: string,
+  ): BpfObject<MapName, ProgramName> {
     const lib = libbpf();
     const copy = new Uint8Array(bytes);
     const { result: pointer, log } = lib.captureLog(() =>
       lib.fn.bpf_object__open_mem(copy, BigInt(copy.length), null)
     );
     if (pointer === null) throw new LibbpfError(`open BPF object ${name}`, libc().errno(), log);
-    return new BpfObject(pointer, copy);
+    return new BpfObject<MapName, ProgramName>(pointer, copy);
   }
 
   /** Whether {@linkcode load} has succeeded. */
@@ -49,7 +63,7 @@ export class BpfObject {
   }
 
   /** The map called `name`; throws if the object has none. */
-  map(name: string): BpfMap {
+  map(name: MapName): BpfMap {
     let map = this.#maps.get(name);
     if (map) return map;
     const pointer = libbpf().fn.bpf_object__find_map_by_name(this.#live(), cString(name));
@@ -60,7 +74,7 @@ export class BpfObject {
   }
 
   /** The program called `name` (the C function name); throws if the object has none. */
-  program(name: string): BpfProgram {
+  program(name: ProgramName): BpfProgram {
     let program = this.#programs.get(name);
     if (program) return program;
     const pointer = libbpf().fn.bpf_object__find_program_by_name(this.#live(), cString(name));
@@ -68,6 +82,32 @@ export class BpfObject {
     program = new BpfProgram(pointer, name);
     this.#programs.set(name, program);
     return program;
+  }
+
+  /**
+   * The names libbpf gives the object's maps, in the object's order. libbpf names a data section's map
+   * after the object and the section (`55922965.rodata`: an object opened from memory is named by its
+   * address); {@linkcode map} finds it by the section's name.
+   */
+  mapNames(): string[] {
+    const lib = libbpf();
+    const names: string[] = [];
+    for (let map = lib.fn.bpf_object__next_map(this.#live(), null); map !== null;) {
+      names.push(Deno.UnsafePointerView.getCString(lib.fn.bpf_map__name(map)!));
+      map = lib.fn.bpf_object__next_map(this.#live(), map);
+    }
+    return names;
+  }
+
+  /** The names of the object's programs (subprograms, which are not programs, left out), in its order. */
+  programNames(): string[] {
+    const lib = libbpf();
+    const names: string[] = [];
+    for (let program = lib.fn.bpf_object__next_program(this.#live(), null); program !== null;) {
+      names.push(Deno.UnsafePointerView.getCString(lib.fn.bpf_program__name(program)!));
+      program = lib.fn.bpf_object__next_program(this.#live(), program);
+    }
+    return names;
   }
 
   /**

@@ -46,6 +46,16 @@ export class BpfProgram {
     return fd;
   }
 
+  /** The program's type (BPF_PROG_TYPE_*), which libbpf takes from its section. */
+  get type(): number {
+    return libbpf().fn.bpf_program__type(this.#pointer);
+  }
+
+  /** The ELF section the program is in (`perf_event`, `raw_tp/sched_process_exec`...). */
+  get sectionName(): string {
+    return Deno.UnsafePointerView.getCString(libbpf().fn.bpf_program__section_name(this.#pointer)!);
+  }
+
   /** Whether the program is loaded with the object; only before load. */
   setAutoload(autoload: boolean): void {
     const result = libbpf().fn.bpf_program__set_autoload(this.#pointer, autoload);

@@ -23,6 +23,7 @@ import type { Prefix } from "../lpm/prefixes.ts";
 import type { FileId, Pid } from "../types.ts";
 import { PidPageMappings } from "../unwind/pid_page_mappings.ts";
 import { InterpreterConstants, interpreterOffsetsLayout } from "../../support/types.ts";
+import { isBpfMapName } from "../../support/bpf_catalogue.ts";
 import type { AddressRange, EbpfHandler, InterpreterType } from "./interpreter.ts";
 
 /** Writes interpreter state into the maps of a loaded BPF object. */
@@ -91,7 +92,11 @@ export class BpfEbpfHandler implements EbpfHandler {
   #procMap(type: InterpreterType): BpfMap {
     let map = this.#procMaps.get(type);
     if (map === undefined) {
-      map = this.#object.map(`${type}_procs`);
+      const name = `${type}_procs`;
+      if (!isBpfMapName(name)) {
+        throw new RangeError(`Cannot keep ${type} processes: the BPF object has no ${name}`);
+      }
+      map = this.#object.map(name);
       this.#procMaps.set(type, map);
     }
     return map;

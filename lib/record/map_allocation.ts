@@ -20,7 +20,9 @@
  */
 import type { BpfObject } from "../bpf/object.ts";
 import { BPF_F_NO_PREALLOC } from "../bpf/map.ts";
+import { bucketMapName } from "../unwind/stack_delta_maps.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
+import type { BpfMapName } from "../../support/bpf_catalogue.ts";
 
 const { StackDeltaBucketSmallest: smallest, StackDeltaBucketLargest: largest } = StackDeltaConstants;
 
@@ -29,14 +31,14 @@ const { StackDeltaBucketSmallest: smallest, StackDeltaBucketLargest: largest } =
  * stack-delta tables' indexes, the process and file registries, the pid filter, the interpreters' records
  * and the outer maps of the stack-delta buckets. (LRU maps are always preallocated: eviction needs them.)
  */
-export const ON_DEMAND_MAPS: readonly string[] = [
+export const ON_DEMAND_MAPS: readonly BpfMapName[] = [
   "stack_delta_page_to_info",
   "known_pids",
   "loaded_files",
   "pid_filter",
   "interpreter_offsets",
   "python_procs",
-  ...Array.from({ length: largest - smallest + 1 }, (_, i) => `exe_id_to_${smallest + i}_stack_deltas`),
+  ...Array.from({ length: largest - smallest + 1 }, (_, i) => bucketMapName(smallest + i)),
 ];
 
 /** Whether a kernel of this release (`uname -r`) lets perf_event programs use hash maps allocated on demand. */

@@ -21,6 +21,7 @@ import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
+import { fillUnwindPrograms } from "../bpf/unwind_programs.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { EAGAIN } from "../sys/errno.ts";
@@ -36,7 +37,6 @@ import {
   rodataOffsets,
   traceLayout,
   tracerConfigLayout,
-  UnwindProgram,
 } from "../../support/types.ts";
 
 /** How to sample. */
@@ -140,10 +140,7 @@ export class Tracer {
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
-      const progs = object.map("progs");
-      progs.update(u32Key(UnwindProgram.Native), u32Key(object.program("unwind_native").fd));
-      progs.update(u32Key(UnwindProgram.Stop), u32Key(object.program("unwind_stop").fd));
-      progs.update(u32Key(UnwindProgram.Python), u32Key(object.program("unwind_python").fd));
+      fillUnwindPrograms(object);
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {
@@ -157,7 +154,7 @@ export class Tracer {
       tracer.#reader = new RingBufferReader(object.map("events").fd, ringBytes);
       tracer.#waiter = new RingBufferWaiter(object.map("events").fd);
       // Process events first, so that no sampled process can start unseen.
-      for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"]) {
+      for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"] as const) {
         tracer.#links.push(object.program(name).attach());
       }
       if (!options.paused) tracer.startSampling();

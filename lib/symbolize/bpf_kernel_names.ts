@@ -21,6 +21,7 @@ import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import type { KernelAddress } from "../types.ts";
 import type { KernelSymbol } from "./kallsyms.ts";
 import { kernelNameBatchLayout, KernelNameLimits } from "../../support/types.ts";
+import { BPF_MAPS } from "../../support/bpf_catalogue.ts";
 
 /** The program in the BPF object. */
 export const KERNEL_NAMES_PROGRAM = "name_kernel_addresses";
@@ -62,7 +63,8 @@ export class BpfKernelNames {
   readonly #names = new Map<KernelAddress, KernelSymbol | null>();
   readonly #batch = new Uint8Array(kernelNameBatchLayout.sizeof);
   readonly #view = new DataView(this.#batch.buffer);
-  readonly #key = new Uint8Array(4);
+  /** The one batch's index (the map is an array). */
+  readonly #key = new Uint8Array(BPF_MAPS.kernel_names.keySize);
   readonly #decoder = new TextDecoder();
 
   /** `object` must be loaded with {@linkcode KERNEL_NAMES_PROGRAM}. */

@@ -19,6 +19,7 @@ import {
   pidPageMappingKeyLayout,
   StackDeltaConstants,
 } from "../../support/types.ts";
+import { BPF_MAPS } from "../../support/bpf_catalogue.ts";
 
 const PID_BITS = StackDeltaConstants.BitWidthPid;
 const ADDRESS_BITS = StackDeltaConstants.BitWidthPage;
@@ -27,8 +28,8 @@ const ADDRESS_BITS = StackDeltaConstants.BitWidthPage;
 export class PidPageMappings {
   #map: BpfMap;
   #generation: BpfMap;
-  #generationKey = new Uint8Array(4);
-  #generationValue = new Uint8Array(8);
+  #generationKey = new Uint8Array(BPF_MAPS.mapping_generation.keySize);
+  #generationValue = new Uint8Array(BPF_MAPS.mapping_generation.valueSize);
   #key = new Uint8Array(pidPageMappingKeyLayout.sizeof);
   #keyView = new DataView(this.#key.buffer);
   #value = new Uint8Array(pidPageMappingInfoLayout.sizeof);

@@ -13,15 +13,7 @@
  * @module
  */
 import type { BpfObject } from "../bpf/object.ts";
-import {
-  BPF_F_INNER_MAP,
-  BPF_F_MMAPABLE,
-  BPF_MAP_TYPE_ARRAY,
-  createMap,
-  u64Key,
-  writeMmapableArray,
-  writeU64,
-} from "../bpf/map.ts";
+import { createMap, u64Key, writeMmapableArray, writeU64 } from "../bpf/map.ts";
 import { libc } from "../sys/libc.ts";
 import {
   StackDeltaConstants,
@@ -30,6 +22,7 @@ import {
   stackDeltaPageKeyLayout,
   unwindInfoLayout,
 } from "../../support/types.ts";
+import { BPF_MAPS, type BpfMapName, isBpfMapName } from "../../support/bpf_catalogue.ts";
 import { type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
 
 /** The stack-delta maps of one loaded BPF object. */
@@ -84,14 +77,17 @@ export class StackDeltaMaps {
       this.#flushed = this.#registered;
     }
     const size = 2 ** deltas.bucket;
-    const outer = this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`);
+    const bucketMap = bucketMapName(deltas.bucket);
+    const outer = this.#object.map(bucketMap);
+    // Made as the object's template says (BPF_F_INNER_MAP lets it be larger than the template).
+    const template = BPF_MAPS[bucketMap].inner;
     const inner = createMap(
-      BPF_MAP_TYPE_ARRAY,
+      template.type,
       `deltas_${fileId}`,
-      4,
-      stackDeltaLayout.sizeof,
+      template.keySize,
+      template.valueSize,
       size,
-      BPF_F_MMAPABLE | BPF_F_INNER_MAP,
+      template.flags,
     );
     try {
       // The kernel lays array elements out 8-byte aligned, and so does the mapping.
@@ -100,7 +96,8 @@ export class StackDeltaMaps {
       const stride = ARRAY_ELEMENT_SIZE / 4;
       for (let i = 0; i < deltas.count; i++) packed[stride * i] = rows[i]!;
       writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
-      const value = new Uint8Array(4);
+      // The value of a map of maps is the inner map's descriptor.
+      const value = new Uint8Array(BPF_MAPS[bucketMap].valueSize);
       new DataView(value.buffer).setUint32(0, inner, true);
       outer.update(u64Key(rowsId), value);
     } finally {
@@ -147,7 +144,7 @@ export class StackDeltaMaps {
       writeU64(keyView, stackDeltaPageKeyLayout.page.offset, deltas.pages[i]!);
       pages.delete(key);
     }
-    this.#object.map(`exe_id_to_${deltas.bucket}_stack_deltas`).delete(u64Key(rowsId));
+    this.#object.map(bucketMapName(deltas.bucket)).delete(u64Key(rowsId));
     this.bytes -= 2 ** deltas.bucket * ARRAY_ELEMENT_SIZE +
       deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }
@@ -156,6 +153,22 @@ export class StackDeltaMaps {
 /** The kernel rounds array elements up to 8 bytes. */
 const ARRAY_ELEMENT_SIZE = Math.ceil(stackDeltaLayout.sizeof / 8) * 8;
 const RULE_ELEMENT_SIZE = Math.ceil(unwindInfoLayout.sizeof / 8) * 8;
+
+/** A hash of maps that holds the row arrays of one bucket. */
+export type BucketMapName = Extract<BpfMapName, `exe_id_to_${number}_stack_deltas`>;
+
+/**
+ * The map of the files whose rows come in arrays of 2^`bucket` entries.
+ *
+ * @throws {RangeError} for a bucket the BPF object has no map for.
+ */
+export function bucketMapName(bucket: number): BucketMapName {
+  const name = `exe_id_to_${bucket}_stack_deltas` as const;
+  if (!isBpfMapName(name)) {
+    throw new RangeError(`Cannot hold 2^${bucket} stack deltas: the BPF object has no ${name}`);
+  }
+  return name;
+}
 
 /** Buckets hold 2^smallest..2^largest rows. */
 export const BUCKETS = {

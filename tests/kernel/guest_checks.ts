@@ -96,9 +96,12 @@ function outputLog(run: CliRun): string[] {
   }));
 }
 
-/** Opens the object with only `program` set to load (none: maps only). */
-function openWithOnly(context: SuiteContext, program: string | null): BpfObject {
-  const object = BpfObject.open(context.objectBytes, "omniprof.bpf.o");
+/**
+ * Opens the object with only `program` set to load (none: maps only). Its names are read from it, since a
+ * variant may have programs the default build lacks.
+ */
+function openWithOnly(context: SuiteContext, program: string | null): BpfObject<string, string> {
+  const object = BpfObject.open<string, string>(context.objectBytes, "omniprof.bpf.o");
   for (const other of context.contents.programs) {
     if (other.name !== program) object.program(other.name).setAutoload(false);
   }

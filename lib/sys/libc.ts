@@ -126,6 +126,11 @@ export function libc(): Libc {
   return loaded;
 }
 
+/** Whether mmap's result is MAP_FAILED ((void *)-1). */
+export function isMapFailed(pointer: Deno.PointerValue): boolean {
+  return pointer === null || Deno.UnsafePointer.value(pointer) === 0xffffffffffffffffn;
+}
+
 /** The C library's text for an errno value. */
 export function strerror(errno: number): string {
   const pointer = libc().fn.strerror(errno);

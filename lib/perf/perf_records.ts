@@ -96,6 +96,45 @@ const DELETED = " (deleted)";
 
 const utf8 = new TextDecoder("utf-8", { fatal: false });
 
+/**
+ * Strings decoded from record bytes, found again by content: the same few paths (the loader, the C
+ * library, the executable started again) and build IDs fill most records, and hashing and comparing the
+ * bytes costs less than decoding them anew. Bounded: emptied when full.
+ */
+class DecodedStrings {
+  #entries = new Map<number, { bytes: Uint8Array; text: string }>();
+  #decode: (bytes: Uint8Array) => string;
+
+  constructor(decode: (bytes: Uint8Array) => string) {
+    this.#decode = decode;
+  }
+
+  /** The string of `bytes[start, end)`. */
+  get(bytes: Uint8Array, start: number, end: number): string {
+    // FNV-1a.
+    let hash = 0x811c9dc5;
+    for (let i = start; i < end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193);
+    const entry = this.#entries.get(hash);
+    if (entry !== undefined && sameBytes(entry.bytes, bytes, start, end)) return entry.text;
+    const copy = bytes.slice(start, end);
+    const text = this.#decode(copy);
+    if (this.#entries.size >= DECODED_STRINGS_KEPT) this.#entries.clear();
+    this.#entries.set(hash, { bytes: copy, text });
+    return text;
+  }
+}
+
+const DECODED_STRINGS_KEPT = 4096;
+
+function sameBytes(kept: Uint8Array, bytes: Uint8Array, start: number, end: number): boolean {
+  if (kept.length !== end - start) return false;
+  for (let i = 0; i < kept.length; i++) if (kept[i] !== bytes[start + i]) return false;
+  return true;
+}
+
+const paths = new DecodedStrings((bytes) => utf8.decode(bytes));
+const buildIds = new DecodedStrings(toHex);
+
 /** A new executable mapping of a process, as the kernel reported it when it was made. */
 export interface ExecutableMapping {
   /** The process (the kernel's tgid) that owns the mapping. */
@@ -141,7 +180,10 @@ export interface MappingEventSink {
   onExec(pid: Pid, comm: string, timeNs: number): void;
   /** Process `pid` was forked from `parentPid`: until it execs, it has its parent's mappings. */
   onFork(pid: Pid, parentPid: Pid, timeNs: number): void;
-  /** The main thread of process `pid` exited (other threads may still be exiting). */
+  /**
+   * The main thread of process `pid` exited (other threads may still be exiting). When another thread
+   * of a process execs, the old main thread's exit comes just before the exec of the same `pid`.
+   */
   onExit(pid: Pid, timeNs: number): void;
 }
 
@@ -272,7 +314,7 @@ function readMmap2(
   if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
     const idSize = view.getUint8(offset + MMAP2_BUILD_ID_SIZE);
     if (idSize === 0 || idSize > BUILD_ID_SIZE_MAX) return malformed(counts);
-    buildId = toHex(bytes.subarray(offset + MMAP2_BUILD_ID, offset + MMAP2_BUILD_ID + idSize));
+    buildId = buildIds.get(bytes, offset + MMAP2_BUILD_ID, offset + MMAP2_BUILD_ID + idSize);
   } else {
     const inode = readU64(view, offset + MMAP2_INODE);
     if (inode !== 0) {
@@ -283,7 +325,7 @@ function readMmap2(
       };
     }
   }
-  let path = utf8.decode(bytes.subarray(nameStart, nameEnd));
+  let path = paths.get(bytes, nameStart, nameEnd);
   const deleted = path.endsWith(DELETED);
   if (deleted) path = path.slice(0, -DELETED.length);
   sink.onMmap({

@@ -190,14 +190,16 @@ export class MappingEvents implements Disposable {
   }
 
   /**
-   * Hands `sink` the events of every CPU stamped before `horizonNs` (CLOCK_MONOTONIC; by default the
-   * time of the call), in time order, and frees their space in the rings; later ones wait for the next
-   * drain (see the module's Ordering section). Returns how many events were delivered. When `sink`
-   * throws, the events before it and the one it threw on are consumed and the error is rethrown.
+   * Hands `sink` the events of every CPU stamped before `horizonNs` (CLOCK_MONOTONIC; by default, and
+   * at most, the time of the call), in time order, and frees their space in the rings; later ones wait
+   * for the next drain (see the module's Ordering section). Returns how many events were delivered. When
+   * `sink` throws, the events before it and the one it threw on are consumed and the error is rethrown.
    */
-  drain(sink: MappingEventSink, horizonNs: number = monotonicNs()): number {
+  drain(sink: MappingEventSink, horizonNs = Infinity): number {
     const rings = this.#rings;
     const counts = this.#counts;
+    // Read before the heads: a later horizon could deliver a record before one that caused it.
+    const horizon = Math.min(horizonNs, monotonicNs());
     for (const ring of rings) ring.load(counts);
     // Read after the heads: every complete record was stamped before this.
     const latest = monotonicNs() + FUTURE_SLACK_NS;
@@ -208,7 +210,7 @@ export class MappingEvents implements Disposable {
         // The next record in time among the rings. A linear scan: a drain reads few records per CPU, and
         // most rings are empty or run out first.
         let next: PerfRing | null = null;
-        let nextTime = horizonNs;
+        let nextTime = horizon;
         for (const ring of rings) {
           while (ring.peek(counts) > 0 && (ring.time > latest || ring.time < earliest)) {
             counts.records++;

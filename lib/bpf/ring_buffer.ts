@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
+import { isMapFailed, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
 
 const BUSY_BIT = 0x80000000;
 const DISCARD_BIT = 0x40000000;
@@ -126,9 +126,4 @@ export class RingBufferReader {
   [Symbol.dispose](): void {
     this.close();
   }
-}
-
-function isMapFailed(pointer: Deno.PointerValue): boolean {
-  // MAP_FAILED is (void *)-1.
-  return pointer === null || Deno.UnsafePointer.value(pointer) === 0xffffffffffffffffn;
 }

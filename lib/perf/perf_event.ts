@@ -14,7 +14,8 @@
 import { libc, SystemError } from "../sys/libc.ts";
 
 const SYS_PERF_EVENT_OPEN = 298; // x86-64
-const PERF_TYPE_SOFTWARE = 1;
+/** perf_event_attr.type of the kernel's software events. */
+export const PERF_TYPE_SOFTWARE = 1;
 const PERF_COUNT_SW_CPU_CLOCK = 0;
 const PERF_FLAG_FD_CLOEXEC = 8;
 // perf_event_attr is a kernel ABI struct; PERF_ATTR_SIZE_VER5 (112 bytes) holds every field used here
@@ -34,18 +35,21 @@ export function openCpuClock(cpu: number, periodNs: number): number {
   view.setBigUint64(8, BigInt(PERF_COUNT_SW_CPU_CLOCK), true);
   view.setBigUint64(16, BigInt(Math.max(1, Math.round(periodNs))), true);
   view.setBigUint64(40, ATTR_FLAG_DISABLED, true);
-  const fd = Number(
-    libc().fn.syscall(
-      BigInt(SYS_PERF_EVENT_OPEN),
-      attr,
-      -1n,
-      BigInt(cpu),
-      -1n,
-      BigInt(PERF_FLAG_FD_CLOEXEC),
-    ),
-  );
-  if (fd < 0) throw new SystemError(`open a cpu-clock perf event on CPU ${cpu}`, libc().errno());
+  const fd = openSystemWideEvent(attr, cpu);
+  if (fd < 0) throw new SystemError(`open a cpu-clock perf event on CPU ${cpu}`, -fd);
   return fd;
+}
+
+/**
+ * perf_event_open(2) of `attr` (a `struct perf_event_attr`, its size field set) for every process on
+ * `cpu`, close-on-exec. Returns the descriptor, or minus the errno, so that a caller can retry without a
+ * feature the kernel refused.
+ */
+export function openSystemWideEvent(attr: Uint8Array<ArrayBuffer>, cpu: number): number {
+  const fd = Number(
+    libc().fn.syscall(BigInt(SYS_PERF_EVENT_OPEN), attr, -1n, BigInt(cpu), -1n, BigInt(PERF_FLAG_FD_CLOEXEC)),
+  );
+  return fd < 0 ? -libc().errno() : fd;
 }
 
 /** Closes a perf event descriptor that was never attached. */

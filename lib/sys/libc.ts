@@ -1,9 +1,9 @@
 /**
  * The few C library functions omniprof calls through Deno's FFI: raw syscalls (perf_event_open, openat2,
- * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, errno, and the file calls Deno's own
- * API lacks: opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw descriptor, the
- * `*at` calls that write output files relative to a folder held open, and free() for what other C
- * libraries allocate.
+ * pidfds), mmap for ring buffers, epoll to wait for them, ioctl, prctl, errno, clock_gettime, and the file
+ * calls Deno's own API lacks: opening with flags such as O_PATH and O_NONBLOCK, statx and pread on a raw
+ * descriptor, the `*at` calls that write output files relative to a folder held open, and free() for what
+ * other C libraries allocate.
  *
  * @example
  * ```ts
@@ -36,6 +36,7 @@ const symbols = {
   strerror: { parameters: ["i32"], result: "pointer" },
   vsnprintf: { parameters: ["buffer", "usize", "pointer", "pointer"], result: "i32" },
   sysconf: { parameters: ["i32"], result: "i64" },
+  clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   epoll_create1: { parameters: ["i32"], result: "i32" },
   epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
@@ -103,6 +104,11 @@ export function libc(): Libc {
     errno: () => errnoView.getInt32(),
   };
   return loaded;
+}
+
+/** Whether mmap's result is MAP_FAILED ((void *)-1). */
+export function isMapFailed(pointer: Deno.PointerValue): boolean {
+  return pointer === null || Deno.UnsafePointer.value(pointer) === 0xffffffffffffffffn;
 }
 
 /** The C library's text for an errno value. */

@@ -84,7 +84,8 @@ Options:
 Environment: OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROFILES_HEADERS add request headers as
 OpenTelemetry SDKs read them (key=value,key2=value2, values percent-encoded); --header-file then
 --header override them. A URL with credentials (user:password@) is refused: send them as a header.
-Redirects are not followed, and a collector's answer is read up to 1 MiB.
+Redirects are not followed, and a collector's answer is read up to 1 MiB. Kernel frames are exported by
+name only: their addresses would give away where the kernel is loaded (KASLR).
 `;
 
 /** Parses `agent`'s arguments (without the word "agent"). Throws UsageError. */

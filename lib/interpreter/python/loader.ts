@@ -8,10 +8,10 @@
  * The process manager offers every file a process maps to every loader, so the first test is cheap:
  * `_PyRuntime` looked up through the dynamic symbol table's hash (a few dozen bytes read; exported by
  * libpython, and by interpreters linked with `-export-dynamic` as CPython's own executable is), or a
- * `.PyRuntime` section (builds of 3.10 to 3.13 put `_PyRuntime` there, 3.8 and 3.9 do not), which flags
- * a program that links the interpreter in without exporting it. Only a file that passes reads its symbol
- * tables in full (about 16 µs per file that does not pass, 150-200 µs per one that does:
- * tests/bench/python_detect_bench.ts).
+ * `.PyRuntime` section (the builds of 3.10.13, 3.11, 3.12.1 and 3.13.0 measured put `_PyRuntime` there;
+ * 3.8.18 and 3.9.18 do not), which flags a program that links the interpreter in without exporting it.
+ * Only a file that passes reads its symbol tables in full (about 16 µs per file that does not pass,
+ * 150-200 µs per one that does: tests/bench/python_detect_bench.ts).
  *
  * The version comes from the file (build_version.ts): `Py_Version` (3.11+), else the `PY_VERSION`
  * literal that `Py_GetVersion` loads, else the file name.
@@ -34,7 +34,7 @@ import { pythonVersionFromName, versionFromGetVersionCode, versionFromPyVersion 
 import { MAX_PYTHON_MINOR, MIN_PYTHON_MINOR, type PythonVersion } from "./offsets.ts";
 
 const PT_DYNAMIC = 2;
-/** The section that holds `_PyRuntime` in builds of 3.10 and later. */
+/** The section that holds `_PyRuntime` in the builds of 3.10.13 to 3.13.0 measured. */
 const RUNTIME_SECTION = ".PyRuntime";
 const SYMBOLS = [
   "_PyRuntime",

@@ -6,16 +6,23 @@ import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
 import {
   anyPython,
+  buildAgainstSystemPython,
   chainScript,
+  type LibpythonLink,
   type PythonInstall,
   pythonInstalls,
   type PythonProcess,
   skipForMissingPythons,
   startPython,
+  SYSTEM_PYTHON,
+  systemPython,
+  systemPythonDev,
+  systemStaticLibpython,
   type TestScript,
   twoThreadScript,
   withMarkers,
 } from "../lib/interpreter/python/test_processes.ts";
+import { bootstrapped, programs } from "../lib/testing/requirements.ts";
 import { buildWorkload, runCli, tempDir, tracingTest } from "./helpers.ts";
 import { cpuBetween, type CpuTarget, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount, type CpuSpan, reportedCpuSeconds, StealMeter } from "./sample_bounds.ts";
@@ -64,19 +71,25 @@ function samplesOf(profile: Profile): Sample[] {
   }));
 }
 
-/** The samples of a recording of `pids`, and the CPU time each target used while it was sampled. */
+/**
+ * The samples of a recording of `pids`, and the CPU time each target used while it was sampled. It lasts
+ * until every target has had `stop.cpuSeconds` of CPU (a busy machine makes the recording longer, not
+ * poorer), or `stop.seconds` as `record -d` counts them.
+ */
 async function record(
   pids: number[],
   targets: CpuTarget[],
-  cpuSeconds: number,
+  stop: { cpuSeconds: number } | { seconds: number },
   dir: string,
 ): Promise<{ samples: Sample[]; cpu: CpuSpan[]; steal: number }> {
   const output = `${dir}/python.pb.gz`;
   const args = ["record", "-o", output, ...pids.flatMap((pid) => ["-p", String(pid)])];
-  // Until every target has had `cpuSeconds` of CPU: a busy machine makes the recording longer, not poorer.
-  const { result, start, end, steal } = await recordWatchingCpu(args, targets, {
-    interruptAfterCpuSeconds: cpuSeconds,
-  });
+  if ("seconds" in stop) args.push("-d", String(stop.seconds));
+  const { result, start, end, steal } = await recordWatchingCpu(
+    args,
+    targets,
+    "cpuSeconds" in stop ? { interruptAfterCpuSeconds: stop.cpuSeconds } : {},
+  );
   assert.equal(result.code, 0, result.stderr);
   assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
   const cpu = targets.map((target, i) => {
@@ -136,7 +149,7 @@ async function recordEveryPython(
     const recorded = await record(
       started.map(({ process }) => process.pid),
       perPython.flat(),
-      cpuSeconds,
+      { cpuSeconds },
       dir,
     );
     let next = 0;
@@ -181,6 +194,104 @@ Deno.test(
     }
   }, somePython),
 );
+
+/**
+ * Runs the chain script in `executable` (with `args` from the script's path), records it with
+ * `record -p PID -d 3`, and checks that at least 90% of its samples, as many as its CPU time calls for,
+ * show the chain's Python frames (named after the file `scriptFile` gives the code) in order above the
+ * eval loop, and under `nativeRoot` when given (the C functions that run the interpreter).
+ */
+async function recordChainIn(
+  label: string,
+  executable: string,
+  args: ((scriptPath: string) => string[]) | undefined,
+  scriptFile: (scriptPath: string) => string,
+  nativeRoot: string[] = [],
+): Promise<void> {
+  const script = chainScript();
+  const { lines } = script;
+  const dir = tempDir();
+  try {
+    await using process = await startPython(executable, script.source, args);
+    const { samples, cpu, steal } = await record([process.pid], [{ pid: process.pid }], { seconds: 3 }, dir);
+    const ours = samples.filter((sample) => sample.pid === process.pid);
+    const expected = [
+      `<module>:${lines.CALL_MAIN}`,
+      `main:${lines.CALL_PA}`,
+      `pa:${lines.CALL_PB}`,
+      `pb:${lines.CALL_PC}`,
+      `pc:${lines.SPIN}`,
+    ];
+    const file = scriptFile(process.scriptPath);
+    const underRoot = (sample: Sample) => {
+      const firstPython = sample.frames.findIndex((frame) => frame.kind === "python");
+      const names = sample.frames.slice(0, firstPython).map((frame) => frame.name);
+      let at = 0;
+      for (const name of nativeRoot) {
+        at = names.indexOf(name, at) + 1;
+        if (at === 0) return false;
+      }
+      return true;
+    };
+    const total = sum(ours);
+    const complete = sum(
+      ours.filter((sample) =>
+        pythonFrames(sample, file).join(";") === expected.join(";") && belowEvalLoop(sample) &&
+        underRoot(sample)
+      ),
+    );
+    const root = nativeRoot.length > 0 ? `${nativeRoot.join(";")};...;` : "";
+    console.log(`${label}: ${complete}/${total} samples show ${root}${expected.join(";")}`);
+    assertSampleCount(total, cpu[0]!, 99, steal, label);
+    assert.ok(complete / total >= 0.9, `${label}: ${complete}/${total} complete`);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+Deno.test(tracingTest(
+  "record -p -d 3: python3 copied under another name shows main;pa;pb;pc",
+  async () => {
+    const dir = tempDir();
+    try {
+      // The real file, not the python3 link: a copy named like no Python, so only its content tells.
+      const copy = `${dir}/not-a-snake`;
+      Deno.copyFileSync(Deno.realPathSync(SYSTEM_PYTHON), copy);
+      Deno.chmodSync(copy, 0o755);
+      await recordChainIn("not-a-snake", copy, undefined, (scriptPath) => scriptPath);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+  systemPython(),
+));
+
+const staticLibpython = systemStaticLibpython();
+for (const link of ["shared", "static"] as LibpythonLink[]) {
+  const hasStatic = link === "static"
+    ? [bootstrapped(typeof staticLibpython === "string" ? staticLibpython : null)]
+    : [];
+  Deno.test(tracingTest(
+    `record -p -d 3: a C program that embeds the ${link} libpython shows main;run_script, then main;pa;pb;pc`,
+    async () => {
+      const dir = tempDir();
+      try {
+        const program = buildAgainstSystemPython("embed", link, dir);
+        // PyRun_SimpleString compiles the script as "<string>".
+        await recordChainIn(`embed (${link})`, program, (scriptPath) => [scriptPath], () => "<string>", [
+          "main",
+          "run_script",
+        ]);
+      } finally {
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+    systemPython(),
+    systemPythonDev(),
+    programs("gcc"),
+    ...hasStatic,
+  ));
+}
 
 /** The thread ids the two-thread script printed ("A <ident> <tid>", "B ..."), A first. */
 function spinningThreads(process: PythonProcess): number[] {

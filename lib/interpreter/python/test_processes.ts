@@ -74,6 +74,68 @@ function run(command: string, args: string[]): string | null {
   }
 }
 
+/** Debian's python3-config (package python3-dev, which bootstrap installs), to build embedding programs. */
+export const SYSTEM_PYTHON_CONFIG = "/usr/bin/python3-config";
+
+/** {@linkcode SYSTEM_PYTHON_CONFIG}, for the tests that build against the system Python. */
+export function systemPythonDev(): Requirement {
+  return bootstrapped(
+    isFile(SYSTEM_PYTHON_CONFIG)
+      ? null
+      : `${SYSTEM_PYTHON_CONFIG} is not installed (apt-get install python3-dev)`,
+  );
+}
+
+/**
+ * How a test program gets the system's interpreter: from the shared libpython (the file named
+ * `libpython3.X.so.1.0`), or linked into the program itself from the static one (a program named like
+ * nothing Python, whose symbols stay in its `.symtab`: it does not export them).
+ */
+export type LibpythonLink = "shared" | "static";
+
+/**
+ * The system's static libpython and the libraries its built-in modules need, or a reason it is not here.
+ * Debian compiles it position-dependent, so a program that links it is too (`-no-pie`).
+ */
+export function systemStaticLibpython(): { archive: string; libraries: string[] } | string {
+  const code = "import sysconfig as s; v = s.get_config_var; " +
+    "print(v('LIBPL') + '/' + v('LIBRARY')); print(' '.join([v('MODLIBS'), v('LIBS'), v('SYSLIBS')]))";
+  const out = run(SYSTEM_PYTHON, ["-c", code]);
+  if (out === null) return `${SYSTEM_PYTHON} does not run`;
+  const [archive = "", libraries = ""] = out.split("\n");
+  if (!isFile(archive)) return `${SYSTEM_PYTHON} has no static library (${archive} is missing)`;
+  return { archive, libraries: libraries.split(/\s+/).filter((flag) => flag !== "") };
+}
+
+/**
+ * Builds `testdata/NAME.c` against the system Python into `dir` (as `dir/NAME-LINK`), with
+ * python3-config's flags, and returns its path.
+ *
+ * @throws {Error} when it does not build.
+ */
+export function buildAgainstSystemPython(
+  name: "embed" | "imports_runtime",
+  link: LibpythonLink,
+  dir: string,
+): string {
+  const source = new URL(`./testdata/${name}.c`, import.meta.url).pathname;
+  const output = `${dir}/${name}-${link}`;
+  const config = (flag: string) =>
+    (run(SYSTEM_PYTHON_CONFIG, ["--embed", flag]) ?? "").split(/\s+/).filter(Boolean);
+  let libraries: string[];
+  if (link === "shared") {
+    libraries = config("--ldflags");
+  } else {
+    const staticLibrary = systemStaticLibpython();
+    if (typeof staticLibrary === "string") throw new Error(staticLibrary);
+    libraries = ["-no-pie", staticLibrary.archive, ...staticLibrary.libraries];
+  }
+  const args = ["-O2", "-fno-omit-frame-pointer", ...config("--cflags"), source, "-o", output, ...libraries];
+  const built = new Deno.Command("gcc", { args, stdout: "null", stderr: "piped" }).outputSync();
+  if (!built.success) throw new Error(`gcc ${args.join(" ")}: ${decoder.decode(built.stderr)}`);
+  return output;
+}
+
 /** The system `python3` and the newest pyenv install of each 3.8-3.13, with reasons for the missing. */
 export function pythonInstalls(): PythonInstalls {
   const found: PythonInstall[] = [];
@@ -106,6 +168,67 @@ export function pythonInstalls(): PythonInstalls {
     found.push({ label: `pyenv ${version}`, executable });
   }
   return { found, missing };
+}
+
+/** `readelf` symbol values by name (defined symbols of both tables, version suffixes dropped). */
+export function readelfSymbols(path: string): Map<string, { value: number; size: number }> {
+  const text = run("readelf", ["-sW", path]) ?? "";
+  const out = new Map<string, { value: number; size: number }>();
+  for (const line of text.split("\n")) {
+    const m = line.match(/^\s*\d+: ([0-9a-f]+)\s+(\d+|0x[0-9a-f]+)\s+\S+\s+\S+\s+\S+\s+(\S+)\s+(\S+)/);
+    if (m === null || m[3] === "UND") continue;
+    out.set((m[4] ?? "").replace(/@.*$/, ""), { value: parseInt(m[1] ?? "", 16), size: Number(m[2]) });
+  }
+  return out;
+}
+
+/** What a Python says of itself, and which file holds its interpreter. */
+export interface InterpreterFile {
+  /** `sys.version_info[:3]`. */
+  readonly version: readonly [number, number, number];
+  /** `sys.hexversion`. */
+  readonly hexversion: number;
+  /** The real path of `sys.executable`. */
+  readonly executable: string;
+  /** The real path of the file that defines `_PyRuntime` (readelf's word): the executable or libpython. */
+  readonly path: string;
+  /** The real path of the shared libpython, also when the executable does not use it; null when absent. */
+  readonly library: string | null;
+  /** Whether that is the executable (Debian links the interpreter in) rather than libpython. */
+  readonly inExecutable: boolean;
+}
+
+/**
+ * Asks the Python `executable` its version and where its interpreter lies.
+ *
+ * @throws {Error} when it does not run.
+ */
+export function interpreterFileOf(executable: string): InterpreterFile {
+  const code = "import json, os, sys, sysconfig; v = sysconfig.get_config_var; " +
+    "print(json.dumps({'version': list(sys.version_info[:3]), 'hexversion': sys.hexversion, " +
+    "'executable': os.path.realpath(sys.executable), " +
+    "'library': os.path.join(v('LIBDIR') or '', v('INSTSONAME') or '')}))";
+  const out = run(executable, ["-c", code]);
+  if (out === null) throw new Error(`${executable} does not run`);
+  const facts = JSON.parse(out) as {
+    version: [number, number, number];
+    hexversion: number;
+    executable: string;
+    library: string;
+  };
+  // The interpreter is in the executable unless it links libpython (Debian links it in statically even
+  // though it also ships the shared library).
+  const inExecutable = readelfSymbols(facts.executable).has("_PyRuntime");
+  const library = isFile(facts.library) ? Deno.realPathSync(facts.library) : null;
+  if (!inExecutable && library === null) throw new Error(`${executable}: neither file holds the interpreter`);
+  return {
+    version: facts.version,
+    hexversion: facts.hexversion,
+    executable: facts.executable,
+    path: inExecutable ? facts.executable : library!,
+    library,
+    inExecutable,
+  };
 }
 
 /** Some Python to run, whichever: the tests that need one but not a particular one. */
@@ -250,15 +373,20 @@ export interface PythonProcess extends AsyncDisposable {
 
 /**
  * Starts `executable` on `source` (written to a temporary file) and waits until it prints "ready".
+ * `args` gives its arguments from the script's path: by default `-u SCRIPT`, as `python3` takes it.
  *
  * @throws {Error} when it exits or stays silent for 20 s.
  */
-export async function startPython(executable: string, source: string): Promise<PythonProcess> {
+export async function startPython(
+  executable: string,
+  source: string,
+  args: (scriptPath: string) => string[] = (scriptPath) => ["-u", scriptPath],
+): Promise<PythonProcess> {
   const dir = Deno.makeTempDirSync({ prefix: "omniprof_python_test_" });
   const scriptPath = `${dir}/workload.py`;
   Deno.writeTextFileSync(scriptPath, source);
   const child = new Deno.Command(executable, {
-    args: ["-u", scriptPath],
+    args: args(scriptPath),
     stdout: "piped",
     stderr: "inherit",
     stdin: "null",

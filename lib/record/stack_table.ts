@@ -292,6 +292,8 @@ export class StackTable implements RecordSink {
     const comm = decoder.decode(commBytes.subarray(0, end < 0 ? COMM_LENGTH : end));
     const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
     const frames: StackFrame[] = [];
+    /** The process's perf map, once a frame of the trace needs it. */
+    let perfMap: PerfMap | undefined;
     for (let i = 0; i < numFrames; i++) {
       const at = offset + TRACE_FRAMES + i * FRAME_SIZE;
       const kind = view.getUint8(at + FRAME_KIND);
@@ -330,7 +332,7 @@ export class StackTable implements RecordSink {
         const resolved = this.#processes.resolve(pid, address as Address);
         if (resolved?.mapping.file.kind === "anonymous" && this.#perfMaps !== null) {
           // JIT code: named later from the map, which is looked for now, while the process runs.
-          const perfMap = this.#perfMaps.of(pid);
+          perfMap ??= this.#perfMaps.of(pid);
           frames.push({
             kind,
             returnAddress,

@@ -231,6 +231,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       bpf: result.metrics,
       processes: result.processStats,
       unwinding: result.unwindStats,
+      perfMaps: result.perfMapStats,
     };
     await outputs.stats?.write(JSON.stringify(stats, null, 2) + "\n");
   }

@@ -2,8 +2,10 @@
  * Turns the aggregated stacks of a session into a {@linkcode Profile}: one location per distinct frame,
  * symbolized once, on the host: kernel frames by the symbolizer given (the kernel's own names through BPF
  * during a recording, else /proc/kallsyms), native frames from the ELF symbol
- * tables of the mapped files (or their separate debug files), demangled. A frame that cannot be named
- * reads `[binary+0xoffset]` so that it can still be looked up later by hand.
+ * tables of the mapped files (or their separate debug files), demangled; frames in anonymous executable
+ * memory (JIT code) from the process's perf map, in the pseudo mapping {@linkcode PERF_MAP_MAPPING}. A
+ * frame that cannot be named reads `[binary+0xoffset]` so that it can still be looked up later by hand
+ * (JIT code: the memory's name, `[anonymous]`, at its address).
  *
  * @example
  * ```ts ignore
@@ -23,6 +25,8 @@ import {
 import type { MappedFile } from "../process/process_manager.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
+import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 import { delay } from "../sys/timer.ts";
@@ -39,7 +43,15 @@ export interface Symbolizers {
   native?: NativeSymbolizer;
   /** Kernel symbols, or how to get them when the first kernel frame needs them. */
   kernel?: KernelSymbolLookup | null | (() => KernelSymbolLookup | null);
+  /** Counts the JIT frames of the samples, named from a perf map or not. */
+  perfMaps?: Pick<PerfMaps, "countFrames">;
 }
+
+/**
+ * The file name of the mapping of JIT frames named from a perf map: like every mapping of the profile it
+ * is shared by the processes, and its locations hold process addresses.
+ */
+export const PERF_MAP_MAPPING = "[perf-map]";
 
 /** x86-64 user space ends at 2^47. */
 const USER_SPACE_END = 0x800000000000;
@@ -101,6 +113,11 @@ class Builder {
   #native: NativeSymbolizer;
   #ownsNative: boolean;
   #kernel: KernelSymbolLookup | null | undefined | (() => KernelSymbolLookup | null);
+  #perfMaps: Pick<PerfMaps, "countFrames"> | undefined;
+  /** Each perf map met, numbered for location keys. */
+  #perfMapIds = new Map<PerfMap, number>();
+  /** Index of the mapping {@linkcode PERF_MAP_MAPPING}, or -1 before its first location. */
+  #perfMapMapping = -1;
   /** False: new locations are named by their addresses alone, without reading a symbol table. */
   symbolizing = true;
 
@@ -108,11 +125,21 @@ class Builder {
     this.#native = symbolizers.native ?? new NativeSymbolizer();
     this.#ownsNative = symbolizers.native === undefined;
     this.#kernel = symbolizers.kernel;
+    this.#perfMaps = symbolizers.perfMaps;
   }
 
   sample(stack: Stack): ProfileSample {
+    const locations = stack.frames.map((frame) => this.location(frame));
+    if (this.#perfMaps !== undefined) {
+      for (let i = 0; i < locations.length; i++) {
+        if (stack.frames[i]!.addressKind !== "jit") continue;
+        const named = this.#perfMapMapping >= 0 &&
+          this.locations[locations[i]!]!.mapping === this.#perfMapMapping;
+        this.#perfMaps.countFrames(named, stack.count);
+      }
+    }
     return {
-      locations: stack.frames.map((frame) => this.location(frame)),
+      locations,
       count: stack.count,
       pid: stack.pid,
       tid: stack.tid,
@@ -138,6 +165,8 @@ class Builder {
     }
     const key = frame.addressKind === "kernel"
       ? `k${lookup}`
+      : frame.perfMap !== undefined
+      ? `j${this.#perfMapId(frame.perfMap)}\0${lookup}`
       : file
       ? `${file.key}\0${frame.addressKind}${lookup}${frame.signalTrampoline ? "s" : ""}`
       : `?${frame.kind}:${lookup}`;
@@ -157,6 +186,11 @@ class Builder {
   #symbolize(frame: StackFrame, lookup: number): ProfileLocation {
     const kind = frameKindOf(frame.kind);
     if (frame.addressKind === "kernel") return this.#kernelLocation(lookup as KernelAddress);
+    const name = frame.perfMap !== undefined && this.symbolizing ? frame.perfMap.name(lookup) : null;
+    if (name !== null) {
+      const mapping = this.#perfMapMappingIndex();
+      return { kind, mapping, address: lookup, functionName: name, sourceFile: "", line: 0 };
+    }
     const file = frame.file;
     if (!file) {
       return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
@@ -192,6 +226,30 @@ class Builder {
       functionName = formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
     }
     return { kind, mapping: mappingIndex, address: vaddr ?? lookup, functionName, sourceFile: "", line: 0 };
+  }
+
+  #perfMapId(map: PerfMap): number {
+    let id = this.#perfMapIds.get(map);
+    if (id === undefined) {
+      id = this.#perfMapIds.size;
+      this.#perfMapIds.set(map, id);
+    }
+    return id;
+  }
+
+  #perfMapMappingIndex(): number {
+    if (this.#perfMapMapping < 0) {
+      this.#perfMapMapping = this.mappings.length;
+      this.mappings.push({
+        start: 0,
+        end: USER_SPACE_END,
+        fileOffset: 0,
+        fileName: PERF_MAP_MAPPING,
+        buildId: "",
+        hasFunctions: true,
+      });
+    }
+    return this.#perfMapMapping;
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {

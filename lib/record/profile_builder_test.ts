@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
-import { buildProfile, buildProfileInterruptibly } from "./profile_builder.ts";
+import { buildProfile, buildProfileInterruptibly, PERF_MAP_MAPPING } from "./profile_builder.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 import type { MappedFile } from "../process/process_manager.ts";
 import type { KernelSymbolLookup } from "../symbolize/kallsyms.ts";
+import { PerfMap } from "../symbolize/perf_map.ts";
+import { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { Pid, Tid } from "../types.ts";
 import { FrameMarker } from "../../support/types.ts";
 import { RegularFile } from "../sys/regular_file.ts";
@@ -98,3 +100,45 @@ Deno.test(requiring([programs("nm")], {
     assert.deepEqual(profile.locations.map((l) => l.functionName), ["qsort", "getpid"]);
   },
 }));
+
+const anonymous: MappedFile = {
+  ...libc,
+  key: "[anonymous]",
+  kind: "anonymous",
+  path: "[anonymous]",
+  readable: false,
+};
+
+function jitFrame(address: number, perfMap: PerfMap, returnAddress = false): StackFrame {
+  return { kind: FrameMarker.Native, returnAddress, addressKind: "jit", address, file: anonymous, perfMap };
+}
+
+Deno.test("buildProfile() names JIT frames from their process's perf map, in the mapping [perf-map]", () => {
+  const first = new PerfMap();
+  first.append(
+    new TextEncoder().encode("7f0000001000 100 JS:*leaf /a.js:1:1\n7f0000002000 100 JS:*main /a.js:9:1\n"),
+  );
+  const second = new PerfMap();
+  second.append(new TextEncoder().encode("7f0000001000 100 Other::Process()\n"));
+  const counts = new PerfMaps();
+  const stacks = [
+    // The caller's return address is just past its call: the call names it, even at the function's end.
+    { ...stack([jitFrame(0x7f0000001010, first), jitFrame(0x7f0000002100, first, true)]), count: 3 },
+    stack([jitFrame(0x7f0000001010, second), jitFrame(0x7f0000005000, second)]),
+  ];
+  const profile = buildProfile(stacks, INFO, { kernel: null, perfMaps: counts });
+  const names = profile.samples.map((sample) =>
+    sample.locations.map((i) => {
+      const location = profile.locations[i]!;
+      return `${location.functionName} in ${profile.mappings[location.mapping]!.fileName}`;
+    })
+  );
+  assert.deepEqual(names, [
+    [`JS:*leaf /a.js:1:1 in ${PERF_MAP_MAPPING}`, `JS:*main /a.js:9:1 in ${PERF_MAP_MAPPING}`],
+    [`Other::Process() in ${PERF_MAP_MAPPING}`, "[anonymous] in [anonymous]"],
+  ]);
+  const unnamed = profile.locations[profile.samples[1]!.locations[1]!]!;
+  assert.equal(unnamed.address, 0x7f0000005000, "an unnamed JIT frame keeps its address");
+  assert.equal(profile.mappings.find((m) => m.fileName === PERF_MAP_MAPPING)!.hasFunctions, true);
+  assert.deepEqual([counts.stats.framesNamed, counts.stats.framesUnnamed], [7, 1]);
+});

@@ -19,6 +19,7 @@ import { getLogger } from "../log/logger.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import type { BpfKernelNames } from "../symbolize/bpf_kernel_names.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
+import { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { KernelAddress, Pid } from "../types.ts";
 import {
   buildProfile,
@@ -63,6 +64,8 @@ export class Recorder {
   readonly processes: ProcessManager;
   readonly unwinding: NativeUnwinding;
   readonly interpreters: InterpreterManager;
+  /** The perf maps that name JIT code of the processes sampled. */
+  readonly perfMaps: PerfMaps;
   #table: StackTable;
   #draining = true;
   #started = performance.now();
@@ -82,12 +85,14 @@ export class Recorder {
     processes: ProcessManager,
     unwinding: NativeUnwinding,
     interpreters: InterpreterManager,
+    perfMaps: PerfMaps,
     setupStart: number,
   ) {
     this.tracer = tracer;
     this.processes = processes;
     this.unwinding = unwinding;
     this.interpreters = interpreters;
+    this.perfMaps = perfMaps;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
     this.#kernelNames = tracer.kernelNames;
@@ -105,9 +110,10 @@ export class Recorder {
     );
     const ebpf = new BpfEbpfHandler(tracer.object, (fileId) => interpreters?.bpfFileIdOf(fileId));
     interpreters = new InterpreterManager(ebpf, unwinding);
-    const processes = new ProcessManager({ listener: sessionListener(unwinding, interpreters) });
+    const perfMaps = new PerfMaps();
+    const processes = new ProcessManager({ listener: sessionListener(unwinding, interpreters, perfMaps) });
     for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
-    const recorder = new Recorder(tracer, processes, unwinding, interpreters, setupStart);
+    const recorder = new Recorder(tracer, processes, unwinding, interpreters, perfMaps, setupStart);
     try {
       for (const pid of options.pids ?? []) processes.preloadProcess(pid as Pid);
       // Only now: samples taken before the tables above are in BPF would unwind by frame pointers.
@@ -230,7 +236,7 @@ export class Recorder {
   }
 
   #symbolizers(): Symbolizers {
-    return { native: this.#native, kernel: () => this.#kernelSymbols() };
+    return { native: this.#native, kernel: () => this.#kernelSymbols(), perfMaps: this.perfMaps };
   }
 
   /**
@@ -269,7 +275,7 @@ export class Recorder {
   }
 
   #newTable(): StackTable {
-    return new StackTable(this.processes, this.unwinding, this.interpreters);
+    return new StackTable(this.processes, this.unwinding, this.interpreters, this.perfMaps);
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */
@@ -290,6 +296,7 @@ export class Recorder {
     this.interpreters.close();
     this.tracer.close();
     this.processes.close();
+    this.perfMaps.close();
     this.#native.close();
   }
 
@@ -301,9 +308,13 @@ export class Recorder {
 /**
  * What happens when a process's mappings are read: runtimes claim their files first (so the trie entries
  * of an interpreter's file name its unwinder), then the native unwinder installs the mappings, then the
- * runtimes attach to the process.
+ * runtimes attach to the process. When it exits, its perf map is read to the end and let go.
  */
-function sessionListener(unwinding: NativeUnwinding, interpreters: InterpreterManager): ProcessListener {
+function sessionListener(
+  unwinding: NativeUnwinding,
+  interpreters: InterpreterManager,
+  perfMaps: PerfMaps,
+): ProcessListener {
   return {
     onMappings(pid, mappings) {
       interpreters.prepare(mappings);
@@ -313,6 +324,7 @@ function sessionListener(unwinding: NativeUnwinding, interpreters: InterpreterMa
     onExit(pid) {
       interpreters.onExit(pid);
       unwinding.onExit(pid);
+      perfMaps.onExit(pid);
     },
     onPreload(file) {
       unwinding.onPreload(file);

@@ -26,6 +26,7 @@ import { InterruptedError, Interrupts } from "../sys/interrupts.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
+import type { PerfMapsStats } from "../symbolize/perf_maps.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -85,6 +86,8 @@ export interface SessionResult {
   processStats: ProcessManager["stats"];
   /** Native unwinder counters (files loaded, BPF memory for tables). */
   unwindStats: NativeUnwindingStats;
+  /** Perf map counters (maps read, truncated, refused; JIT frames named). */
+  perfMapStats: PerfMapsStats;
 }
 
 /**
@@ -178,6 +181,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
       firstSampleKtimeNs: recorder.firstSampleKtimeNs,
       processStats: { ...recorder.processes.stats },
       unwindStats: recorder.unwinding.stats,
+      perfMapStats: recorder.perfMaps.stats,
     };
   } finally {
     progressTimer?.[Symbol.dispose]();

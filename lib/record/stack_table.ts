@@ -24,6 +24,8 @@ import {
   UNKNOWN_SOURCE_FILE,
 } from "../interpreter/interpreter.ts";
 import { frameKindOf } from "../profile/profile.ts";
+import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { PerfMaps } from "../symbolize/perf_maps.ts";
 import {
   COMM_LENGTH,
   FRAME_ADDRESS,
@@ -55,7 +57,12 @@ export type AddressKind =
   /** a process address that no known mapping holds */
   | "absolute"
   /** an interpreter frame, already named (`symbol`); `address` is the frame's raw addr_or_line */
-  | "interpreter";
+  | "interpreter"
+  /**
+   * a process address in anonymous executable memory (JIT code), named by the process's `perfMap`;
+   * `file` is the memory's pseudo file
+   */
+  | "jit";
 
 /** One frame of a stored stack, with user addresses already resolved. */
 export interface StackFrame {
@@ -71,6 +78,8 @@ export interface StackFrame {
   readonly signalTrampoline?: boolean;
   /** An interpreter frame's name, file and line, read from the process when the stack was first seen. */
   readonly symbol?: SymbolizedFrame;
+  /** The perf map of the process of a "jit" frame. */
+  readonly perfMap?: PerfMap;
 }
 
 /** A distinct stack of one thread and how often it was sampled. */
@@ -133,6 +142,7 @@ export class StackTable implements RecordSink {
   #fileById: (id: number) => MappedFile | undefined;
   #onFileNeeded: (id: number, address: number) => void;
   #interpreters: InterpreterFrames;
+  #perfMaps: PerfMaps | null;
   #buckets = new Map<number, Entry>();
   /** Stacks with interpreter frames, by what they name (see decodedKey). */
   #interpreterStacks = new Map<string, Stack>();
@@ -149,15 +159,19 @@ export class StackTable implements RecordSink {
 
   /**
    * `files` names the files behind the file ids of frames unwound in BPF, and loads a file's unwind
-   * tables when BPF asks for them; `interpreters` names the frames of interpreter unwinders.
+   * tables when BPF asks for them; `interpreters` names the frames of interpreter unwinders; `perfMaps`
+   * gives the perf map of a process for its frames in anonymous executable memory (else they stay
+   * offsets in that memory).
    */
   constructor(
     processes: ProcessManager,
     files: FileRegistry = NO_FILES,
     interpreters: InterpreterFrames = NO_INTERPRETERS,
+    perfMaps: PerfMaps | null = null,
   ) {
     this.#processes = processes;
     this.#interpreters = interpreters;
+    this.#perfMaps = perfMaps;
     this.#fileById = (id) => files.fileById(id);
     this.#onFileNeeded = (id, address) => files.onFileNeeded(id, address);
   }
@@ -278,6 +292,8 @@ export class StackTable implements RecordSink {
     const comm = decoder.decode(commBytes.subarray(0, end < 0 ? COMM_LENGTH : end));
     const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
     const frames: StackFrame[] = [];
+    /** The process's perf map, once a frame of the trace needs it. */
+    let perfMap: PerfMap | undefined;
     for (let i = 0; i < numFrames; i++) {
       const at = offset + TRACE_FRAMES + i * FRAME_SIZE;
       const kind = view.getUint8(at + FRAME_KIND);
@@ -314,6 +330,19 @@ export class StackTable implements RecordSink {
       const address = high >= USER_SPACE_HIGH ? 0 : high * 0x100000000 + low;
       if (flags & FrameFlag.AbsoluteAddress) {
         const resolved = this.#processes.resolve(pid, address as Address);
+        if (resolved?.mapping.file.kind === "anonymous" && this.#perfMaps !== null) {
+          // JIT code: named later from the map, which is looked for now, while the process runs.
+          perfMap ??= this.#perfMaps.of(pid);
+          frames.push({
+            kind,
+            returnAddress,
+            addressKind: "jit",
+            address,
+            file: resolved.mapping.file,
+            perfMap,
+          });
+          continue;
+        }
         frames.push(
           resolved
             ? {

@@ -1,12 +1,15 @@
 import assert from "node:assert/strict";
-import { EventKind, FrameMarker } from "../../support/types.ts";
+import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import type { InterpreterFrame, SymbolizedFrame } from "../interpreter/interpreter.ts";
 import { ProcessManager } from "../process/process_manager.ts";
+import { PerfMaps } from "../symbolize/perf_maps.ts";
+import { RegularFile } from "../sys/regular_file.ts";
 import type { Pid } from "../types.ts";
 import { type InterpreterFrames, StackTable } from "./stack_table.ts";
 import {
   FRAME_ADDRESS,
   FRAME_FILE_ID,
+  FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
   PROCESS_EVENT_PARENT,
@@ -136,6 +139,61 @@ Deno.test("StackTable settles an exit before a fork that hands its PID out again
     // would have removed it.
     assert.equal(processes.processCount, 2);
     assert.equal(processes.stats.reusedPids, 0, "the exit was seen: no reuse to detect");
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+/** A trace of native frames at process addresses (as frame-pointer unwinding in BPF leaves them). */
+function absoluteTrace(pid: number, addresses: number[]): DataView {
+  const view = new DataView(new ArrayBuffer(TRACE_FRAMES + addresses.length * FRAME_SIZE));
+  view.setUint32(RECORD_KIND, EventKind.Trace, true);
+  view.setUint32(RECORD_PID, pid, true);
+  view.setUint32(RECORD_TID, pid, true);
+  view.setUint16(TRACE_NUM_FRAMES, addresses.length, true);
+  addresses.forEach((address, i) => {
+    const at = TRACE_FRAMES + i * FRAME_SIZE;
+    view.setUint8(at + FRAME_KIND, FrameMarker.Native);
+    view.setUint8(at + FRAME_FLAGS, FrameFlag.AbsoluteAddress | (i > 0 ? FrameFlag.ReturnAddress : 0));
+    view.setUint32(at + FRAME_ADDRESS, address, true);
+  });
+  return view;
+}
+
+Deno.test("StackTable gives a frame in anonymous executable memory its process's perf map, looked for at once", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    Deno.mkdirSync(`${root}/500`);
+    Deno.writeTextFileSync(
+      `${root}/500/maps`,
+      "10000-11000 r-xp 00000000 00:00 0 \n20000-21000 r-xp 00000000 08:01 77 /usr/bin/app\n",
+    );
+    Deno.writeTextFileSync(`${root}/perf-500.map`, "10000 20 JS:*work /app.js:1:1\n");
+    let looks = 0;
+    using perfMaps = new PerfMaps({
+      open: (pid) => {
+        looks++;
+        return { kind: "opened", file: RegularFile.open(`${root}/perf-${pid}.map`) };
+      },
+    });
+    using processes = new ProcessManager({ procRoot: root });
+    const table = new StackTable(processes, undefined, undefined, perfMaps);
+    feed(table, absoluteTrace(500, [0x10010, 0x10500, 0x30000]));
+    assert.equal(looks, 1, "the map is looked for when the process's first JIT frame is resolved");
+    const [leaf, caller, outside] = table.stacks()[0]!.frames;
+    assert.equal(leaf!.addressKind, "jit");
+    assert.equal(leaf!.address, 0x10010, "the process's address, which the map names");
+    assert.equal(leaf!.perfMap, perfMaps.of(500 as Pid));
+    assert.equal(leaf!.perfMap!.lookup(leaf!.address), "JS:*work /app.js:1:1");
+    assert.equal(caller!.addressKind, "jit");
+    assert.equal(outside!.addressKind, "absolute", "in no mapping");
+    // Without perf maps, as before: an offset into the anonymous memory.
+    const plain = new StackTable(processes);
+    feed(plain, absoluteTrace(500, [0x10010]));
+    assert.deepEqual([plain.stacks()[0]!.frames[0]!.addressKind, plain.stacks()[0]!.frames[0]!.address], [
+      "offset",
+      0x10,
+    ]);
   } finally {
     Deno.removeSync(root, { recursive: true });
   }

@@ -25,6 +25,7 @@ import {
   O_CLOEXEC,
   O_DIRECTORY,
   O_NOCTTY,
+  O_NOFOLLOW,
   O_NONBLOCK,
   O_PATH,
   O_RDONLY,
@@ -79,6 +80,11 @@ export interface OpenOptions {
   root?: ResolutionRoot;
   /** The file must be this one; another file at the path is refused as "replaced". */
   expect?: FileIdentity;
+  /**
+   * A symbolic link as the last part of the path is refused ("not-regular") instead of followed: for a
+   * name in a folder that others write to (`/tmp`), where a link may point at any file.
+   */
+  noFollow?: boolean;
 }
 
 /** What {@linkcode openCheckedPath} requires a path to lead to. */
@@ -168,7 +174,8 @@ export function openPathDescriptor(path: string, root: ResolutionRoot | undefine
  */
 export function openCheckedPath(path: string, kind: CheckedKind, options: OpenOptions = {}): CheckedPath {
   const name = options.root === undefined ? path : `${options.root.path}${path}`;
-  const fd = openPathDescriptor(path, options.root, kind === "directory" ? O_DIRECTORY : 0);
+  const flags = (kind === "directory" ? O_DIRECTORY : 0) | (options.noFollow ? O_NOFOLLOW : 0);
+  const fd = openPathDescriptor(path, options.root, flags);
   try {
     const status = statusOf(fd, name);
     checkStatus(status, name, kind, options.expect);
@@ -231,6 +238,16 @@ export class RegularFile implements Disposable {
       libc().fn.close(fd);
       throw error;
     }
+  }
+
+  /**
+   * What statx says of the open file now: its owner and links, and its size as it grows.
+   *
+   * @throws {FileRefusedError} when statx fails; {Error} when the file is closed.
+   */
+  status(): Statx {
+    if (this.#fd < 0) throw new Error(`Cannot stat ${this.name}: the file is closed`);
+    return statusOf(this.#fd, this.name);
   }
 
   /** Whether the file is closed. */

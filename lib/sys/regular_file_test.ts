@@ -100,3 +100,35 @@ Deno.test("RootDirectory.openFile() keeps absolute links and .. inside the root"
     assert.equal(refusal(() => root.openFile("/../outside")).reason, "missing");
   });
 });
+
+Deno.test("RegularFile.open() with noFollow refuses a link as the last part, and follows links before it", () => {
+  withDir((dir) => {
+    Deno.mkdirSync(`${dir}/real`);
+    Deno.writeTextFileSync(`${dir}/real/f`, "file");
+    Deno.symlinkSync(`${dir}/real/f`, `${dir}/link`);
+    Deno.symlinkSync(`${dir}/real`, `${dir}/folder`);
+    const error = refusal(() => RegularFile.open(`${dir}/link`, { noFollow: true }));
+    assert.equal(error.reason, "not-regular");
+    assert.match(error.message, /a symbolic link/);
+    using through = RegularFile.open(`${dir}/folder/f`, { noFollow: true });
+    assert.equal(through.size, 4);
+    using root = RootDirectory.open(dir);
+    assert.equal(refusal(() => RegularFile.open("/link", { root, noFollow: true })).reason, "not-regular");
+  });
+});
+
+Deno.test("RegularFile.status() says what the open file is now: its owner, links and growing size", () => {
+  withDir((dir) => {
+    Deno.writeTextFileSync(`${dir}/f`, "abc");
+    using file = RegularFile.open(`${dir}/f`);
+    Deno.writeTextFileSync(`${dir}/f`, "def", { append: true });
+    Deno.linkSync(`${dir}/f`, `${dir}/g`);
+    const status = file.status();
+    assert.equal(status.size, 6);
+    assert.equal(status.links, 2);
+    assert.equal(status.uid, Deno.uid());
+    assert.equal(file.size, 3, "size stays what it was at the open");
+    file.close();
+    assert.throws(() => file.status(), /closed/);
+  });
+});

@@ -1,0 +1,210 @@
+// JIT frames end to end: Node.js run with --perf-basic-prof names the machine code V8 generates in
+// /tmp/perf-PID.map, and `record -p PID` must name the samples in that code with its JavaScript functions,
+// the chain of calls in order. Each expectation is checked against what the test reads itself: the
+// process's anonymous executable memory from /proc/PID/maps, the names from the map. Needs root, BTF and
+// node.
+import assert from "node:assert/strict";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
+import type { Profile } from "../lib/profile/profile.ts";
+import { programs } from "../lib/testing/requirements.ts";
+import { hasChain, REPO_ROOT, tempDir, tracingTest } from "./helpers.ts";
+import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { assertSampleCount } from "./sample_bounds.ts";
+
+const WORKLOAD = `${REPO_ROOT}tests/workloads/perf_map_chain.js`;
+const CHAIN = ["chainAlpha", "chainBravo", "chainCharlie", "chainLeaf"];
+/**
+ * V8 inlines small functions into their callers, which leaves one piece of code (and one frame) for the
+ * whole chain: without inlining each function keeps its own.
+ */
+const BASE_FLAGS = ["--perf-basic-prof", "--no-turbo-inlining"];
+/** Interpreted functions get a copy of the interpreter's entry in anonymous memory, named in the map. */
+const INTERPRETED_FLAG = "--interpreted-frames-native-stack";
+
+interface NodeProcess {
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Starts the workload with `flags` in `cwd` (V8 writes a log there) and waits for its "ready PID". */
+async function startNode(flags: string[], cwd: string): Promise<NodeProcess> {
+  const child = new Deno.Command("node", {
+    args: [...flags, WORKLOAD, "600"],
+    cwd,
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // gone already
+    }
+    await lines.cancel();
+    await child.status;
+  };
+  let text = "";
+  const deadline = Date.now() + 20_000;
+  while (!/^ready \d+$/m.test(text)) {
+    const { value, done } = await lines.read();
+    if (done || Date.now() > deadline) {
+      await stop();
+      throw new Error(`node did not start: ${JSON.stringify(text)}`);
+    }
+    text += value;
+  }
+  return { pid: Number(/^ready (\d+)$/m.exec(text)![1]), stop };
+}
+
+/** The anonymous executable mappings of process `pid`, as [start, end) pairs. */
+function anonymousCode(pid: number): [number, number][] {
+  const ranges: [number, number][] = [];
+  for (const line of Deno.readTextFileSync(`/proc/${pid}/maps`).split("\n")) {
+    const [range, perms, , , inode, path = ""] = line.trim().split(/\s+/);
+    if (range === undefined || !perms?.includes("x") || inode !== "0") continue;
+    if (path !== "" && !path.startsWith("[anon")) continue;
+    const [start, end] = range.split("-").map((hex) => parseInt(hex, 16));
+    ranges.push([start!, end!]);
+  }
+  return ranges;
+}
+
+/** A lookup in the map as the test reads it: the last entry covering the address. */
+function ownPerfMap(pid: number): (address: number) => string | null {
+  const entries = Deno.readTextFileSync(`/tmp/perf-${pid}.map`).split("\n").flatMap((line) => {
+    const match = /^([0-9a-f]+) ([0-9a-f]+) (.+)$/.exec(line);
+    return match ? [{ start: parseInt(match[1]!, 16), size: parseInt(match[2]!, 16), name: match[3]! }] : [];
+  });
+  return (address) => {
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const { start, size, name } = entries[i]!;
+      if (address >= start && address < start + size) return name;
+    }
+    return null;
+  };
+}
+
+/** A sample's frames root first: name, address and its mapping's file name. */
+interface Frame {
+  name: string;
+  address: number;
+  mapping: string;
+  kernel: boolean;
+}
+
+function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: number }[] {
+  return profile.samples.filter((sample) => sample.pid === pid).map((sample) => ({
+    count: sample.count,
+    frames: sample.locations.map((index) => {
+      const location = profile.locations[index]!;
+      return {
+        name: location.functionName,
+        address: location.address,
+        mapping: profile.mappings[location.mapping]?.fileName ?? "",
+        kernel: location.kind === "kernel",
+      };
+    }).reverse(),
+  }));
+}
+
+/** The function of a V8 map name (`JS:*name /file.js:1:2`, `~` interpreted, `^` baseline, `*` optimized). */
+function jsFunction(name: string): string | null {
+  return /^JS:[~^*+-]?(\S*)/.exec(name)?.[1] ?? null;
+}
+
+Deno.test(tracingTest(
+  "record -p: a node --perf-basic-prof program's JIT code is named from its perf map, the chain in order",
+  async () => {
+    const dir = tempDir();
+    const variants = [
+      { label: "--perf-basic-prof", flags: BASE_FLAGS },
+      { label: `--perf-basic-prof ${INTERPRETED_FLAG}`, flags: [...BASE_FLAGS, INTERPRETED_FLAG] },
+    ];
+    const started: NodeProcess[] = [];
+    try {
+      for (const variant of variants) started.push(await startNode(variant.flags, dir));
+      const output = `${dir}/node.pb.gz`;
+      const pids = started.map((node) => node.pid);
+      // Until each has had 1.5 s of CPU (-d 60 at most): a busy machine makes the recording longer, not
+      // poorer in samples.
+      const args = ["record", ...pids.flatMap((pid) => ["-p", String(pid)]), "-d", "60", "-o", output];
+      const { result, start, end, steal } = await recordWatchingCpu(
+        [...args, "--stats", `${dir}/stats`],
+        pids.map((pid) => ({ pid })),
+        { interruptAfterCpuSeconds: 1.5 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
+      const profile = decodePprof(Deno.readFileSync(output));
+      let framesInMap = 0;
+      for (const [i, variant] of variants.entries()) {
+        const pid = pids[i]!;
+        const code = anonymousCode(pid);
+        const lookup = ownPerfMap(pid);
+        const samples = samplesOf(profile, pid);
+        const total = samples.reduce((sum, sample) => sum + sample.count, 0);
+        assert.ok(end[i], `node ${pid} ran throughout the recording`);
+        assertSampleCount(total, cpuBetween(start[i]!, end[i]), 99, steal, variant.label);
+
+        let inJit = 0;
+        let named = 0;
+        let inLeaf = 0;
+        let chained = 0;
+        let toLoader = 0;
+        for (const { frames, count } of samples) {
+          framesInMap += count * frames.filter((frame) => frame.mapping === "[perf-map]").length;
+          const leaf = frames.findLast((frame) => !frame.kernel);
+          // JIT code: an address in anonymous executable memory, not an address in a file.
+          if (
+            leaf === undefined || leaf.mapping.startsWith("/") ||
+            !code.some(([from, to]) => leaf.address >= from && leaf.address < to)
+          ) continue;
+          inJit += count;
+          const expected = lookup(leaf.address);
+          if (expected !== null && expected.startsWith("JS:") && leaf.name === expected) named += count;
+          if (jsFunction(leaf.name) !== "chainLeaf") continue;
+          inLeaf += count;
+          const functions = frames.map((frame) => jsFunction(frame.name)).filter((name) => name !== null);
+          if (hasChain(functions, CHAIN)) chained += count;
+          if (functions.includes("Module._compile")) toLoader += count;
+        }
+        const percent = (part: number, whole: number) =>
+          `${part}/${whole} (${(100 * part / whole).toFixed(1)}%)`;
+        console.log(
+          `${variant.label}: ${total} samples; ${percent(inJit, total)} in JIT code, of which ` +
+            `${percent(named, inJit)} named as the map names them; ${
+              percent(chained, inLeaf)
+            } in chainLeaf ` +
+            `show ${CHAIN.join(";")}; ${
+              percent(toLoader, inLeaf)
+            } reach node's module loader (Module._compile)`,
+        );
+        // The workload spends its time in chainLeaf, machine code V8 generated.
+        assert.ok(inJit >= total / 2, `${variant.label}: ${inJit}/${total} samples in JIT code`);
+        assert.ok(inLeaf >= inJit / 2, `${variant.label}: ${inLeaf}/${inJit} JIT samples in chainLeaf`);
+        assert.ok(named >= 0.9 * inJit, `${variant.label}: ${named}/${inJit} JIT samples named`);
+        assert.ok(chained >= 0.9 * inLeaf, `${variant.label}: ${chained}/${inLeaf} show the chain`);
+        if (variant.flags.includes(INTERPRETED_FLAG)) {
+          // Interpreted callers have frames in named memory too: stacks go on to node's own JavaScript.
+          assert.ok(toLoader >= 0.9 * inLeaf, `${variant.label}: ${toLoader}/${inLeaf} reach the loader`);
+        }
+      }
+      const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats`)).perfMaps;
+      assert.equal(stats.mapsRead, 2, JSON.stringify(stats));
+      assert.deepEqual(stats.mapsRefused, { "not-regular": 0, owner: 0, denied: 0, failed: 0 });
+      assert.equal(stats.framesNamed, framesInMap, "--stats counts the frames the profile names from maps");
+    } finally {
+      for (const node of started) {
+        await node.stop();
+        try {
+          Deno.removeSync(`/tmp/perf-${node.pid}.map`);
+        } catch {
+          // not written
+        }
+      }
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+  programs("node"),
+));

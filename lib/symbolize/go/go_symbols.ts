@@ -128,6 +128,20 @@ export class GoSymbols {
     }
   }
 
+  /** The function whose code holds `pc` (its outermost, not inlined, frame), or null as for `frames`. */
+  functionAt(pc: number): GoFunction | null {
+    try {
+      const index = this.#pclntab.find(pc);
+      if (index < 0) return null;
+      const f = this.#pclntab.func(index);
+      const name = this.#pclntab.name(f.nameOff);
+      return (f.pcln === 0 && f.pcfile === 0) || name === "" ? null : { name, entry: f.entry, end: f.end };
+    } catch (error) {
+      if (error instanceof RangeError) return null;
+      throw error;
+    }
+  }
+
   /**
    * The source frames of the instruction at ELF virtual address `pc`, innermost first: the functions
    * inlined there, then the function that holds it. Null when no Go function holds `pc` (C code of a cgo

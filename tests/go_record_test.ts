@@ -4,7 +4,15 @@
 // file is read back with the published schema (not omniprof's reader). They need root, BTF and Go.
 import assert from "node:assert/strict";
 import { programs } from "../lib/testing/requirements.ts";
-import { buildGoWorkload, REPO_ROOT, tempDir, tracing } from "./helpers.ts";
+import {
+  buildGoWorkload,
+  countWhere,
+  hasChain,
+  parseFolded,
+  REPO_ROOT,
+  tempDir,
+  tracing,
+} from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
@@ -145,3 +153,37 @@ for (const inline of [true, false]) {
     },
   }));
 }
+
+Deno.test(requiring([tracing(), programs("go", "gcc")], {
+  name: "record -p PID of a stripped cgo program shows its C frames in order beneath runtime.asmcgocall",
+  async fn() {
+    const binary = await buildGoWorkload("cgo_chain", { ldflags: "-s -w" }, "-stripped");
+    const dir = tempDir();
+    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const out = `${dir}/out.folded`;
+      const { result, start, end, steal } = await recordWatchingCpu(
+        ["record", "-p", String(workload.pid), "-o", out],
+        [{ pid: workload.pid }],
+        { interruptAfterCpuSeconds: 3 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(end[0], "the workload outlived the recording");
+      const stacks = parseFolded(Deno.readTextFileSync(out));
+      const total = countWhere(stacks, () => true);
+      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "cgo");
+      // The C code runs on the thread's system stack, where asmcgocall switched to: the Go frames above
+      // it (runtime.cgocall, main._Cfunc_c_middle, main.a, main.main) are on the goroutine's stack, which
+      // unwinding does not reach from there yet.
+      const chain = ["runtime.asmcgocall", "c_middle", "c_spin"];
+      const complete = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
+      console.log(`cgo: ${complete}/${total} samples with ${chain.join(";")}`);
+      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
+    } finally {
+      stop(workload);
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));

@@ -198,8 +198,9 @@ export class GoSymbols {
 
 /**
  * The loaded bytes that hold the inline trees: from Go 1.18 those from `gofunc` to the end of its
- * segment; for Go 1.16, whose funcdata are addresses, the segment of `.rodata` (where the linker puts
- * them) or else of the table. Null when they cannot be found or read.
+ * segment or the start of the table, whichever comes first; for Go 1.16, whose funcdata are addresses,
+ * the segment of `.rodata` (where the linker puts them) or else of the table. Null when they cannot be
+ * found or read.
  */
 function inlineTrees(
   elf: ElfFile,
@@ -218,8 +219,11 @@ function inlineTrees(
   const segment = elf.loadSegments.find((s) => start >= s.vaddr && start - s.vaddr < s.filesz);
   if (segment === undefined) return null;
   const from = pclntab.version === "1.16" ? segment.vaddr : start;
+  // The linker puts the table after the trees, often in the same segment: it is kept once already.
+  const segmentEnd = segment.vaddr + segment.filesz;
+  const to = table.vaddr > start && table.vaddr < segmentEnd ? table.vaddr : segmentEnd;
   try {
-    const bytes = elf.read(segment.offset + (from - segment.vaddr), segment.filesz - (from - segment.vaddr));
+    const bytes = elf.read(segment.offset + (from - segment.vaddr), to - from);
     const base = pclntab.version === "1.16" ? 0 : start;
     return new InlineTrees(pclntab.version, { vaddr: from, bytes: owned(bytes) }, base);
   } catch (error) {

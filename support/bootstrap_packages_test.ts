@@ -95,9 +95,9 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   },
   {
     file: /./,
-    expression: /^await (buildWorkload|compileWorkload)\(/,
+    expression: /^await (buildWorkload|buildGoWorkload|compileWorkload)\(/,
     runs: [],
-    why: "a workload the test compiled (with gcc or g++, checked where they are named)",
+    why: "a workload the test compiled (with gcc, g++ or go, checked where they are named)",
   },
   {
     file:

@@ -61,6 +61,49 @@ export async function buildWorkload(name: string, flags: string[], variant = "")
   return output;
 }
 
+/** How {@linkcode buildGoWorkload} builds a Go program: flags of `go build`. */
+export interface GoBuildOptions {
+  /** `-ldflags`, e.g. `-s -w` for a binary without symbol table and DWARF. */
+  ldflags?: string;
+  /** `-gcflags`, e.g. `-l` to turn inlining off. */
+  gcflags?: string;
+  /** `-buildmode`, e.g. `pie`. */
+  buildmode?: string;
+}
+
+/**
+ * Builds tests/workloads/NAME.go with `go build` and `options` into tests/.build/NAME+VARIANT (reused
+ * while the source did not change) and returns the binary's path. Go's build cache goes to
+ * tests/.build/go-cache, and the toolchain is the one on PATH (never one downloaded).
+ */
+export async function buildGoWorkload(
+  name: string,
+  options: GoBuildOptions,
+  variant: string,
+): Promise<string> {
+  const source = `${root}tests/workloads/${name}.go`;
+  const output = `${buildDir}${name}${variant}`;
+  Deno.mkdirSync(buildDir, { recursive: true });
+  try {
+    const built = Deno.statSync(output).mtime?.getTime() ?? 0;
+    if (built > (Deno.statSync(source).mtime?.getTime() ?? 0)) return output;
+  } catch {
+    // not built yet
+  }
+  const flags = [
+    ...(options.ldflags === undefined ? [] : [`-ldflags=${options.ldflags}`]),
+    ...(options.gcflags === undefined ? [] : [`-gcflags=${options.gcflags}`]),
+    ...(options.buildmode === undefined ? [] : [`-buildmode=${options.buildmode}`]),
+  ];
+  const result = await new Deno.Command("go", {
+    args: ["build", ...flags, "-o", output, source],
+    env: { GOCACHE: `${buildDir}go-cache`, GOTOOLCHAIN: "local", GOFLAGS: "" },
+    stderr: "piped",
+  }).output();
+  if (!result.success) throw new Error(`go build ${name}: ${new TextDecoder().decode(result.stderr)}`);
+  return output;
+}
+
 /** The latest change to `source` or to a header it may include from tests/workloads (ms). */
 function newestInput(source: string): number {
   let newest = Deno.statSync(source).mtime?.getTime() ?? 0;

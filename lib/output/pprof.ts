@@ -7,8 +7,11 @@
  *   `[count, count * period]`. `period_type` is `cpu/nanoseconds` and `period` the sampling period in ns
  *   (rounded to an integer).
  * - Mappings, locations and functions get ids from 1 in table order; functions are deduplicated by
- *   (name, source file). Every location has at most one `Line`: a location without function name, source
- *   file and line is written without one (an unsymbolized address pprof can symbolize itself).
+ *   (name, source file). A location has one `Line`, or none when it has no function name, source file and
+ *   line (an unsymbolized address pprof can symbolize itself). A run of locations in a sample whose every
+ *   location but the last is `inlined` (calls inlined into the next) is written as one more location,
+ *   after the table's, with a `Line` per call, innermost first, as pprof expects inlined frames; a
+ *   location only ever seen inlined in such runs is not written alone.
  * - Sample labels: `pid` and `tid` are numeric labels; the thread name is the string label `comm`, the
  *   name `perf` users know for it (pprof shows every label key the same way, in `-tags`, `-tagfocus`,
  *   `-tagroot`, so the shortest familiar key is the most useful). An empty name writes no `comm` label.
@@ -188,6 +191,43 @@ export function encodePprof(profile: Profile): Uint8Array {
   }
   const pseudoFileNames = pseudoKinds.map((kind) => strings.intern(KIND_MAPPING_NAMES[kind]));
 
+  // Runs of inlined calls with their caller: each distinct run becomes a location of its own.
+  const runIds = new Map<string, number>();
+  const runs: number[][] = [];
+  const writtenAlone = new Uint8Array(nLocations);
+  const sampleIds: number[][] = samples.map((sample, i) => {
+    const stack = sample.locations;
+    const ids: number[] = [];
+    for (let j = 0; j < stack.length; j++) {
+      const start = j;
+      while (j + 1 < stack.length && locations[stack[j]!]?.inlined === true) j++;
+      for (let k = start; k <= j; k++) {
+        const index = stack[k]!;
+        if (!(index >= 0 && index < nLocations)) {
+          throw new RangeError(
+            `Cannot encode pprof: sample ${i} refers to location ${index} of ${nLocations}`,
+          );
+        }
+      }
+      if (start === j) {
+        writtenAlone[stack[j]!] = 1;
+        ids.push(stack[j]! + 1);
+        continue;
+      }
+      const run = stack.slice(start, j + 1);
+      const key = run.join(",");
+      let id = runIds.get(key);
+      if (id === undefined) {
+        runs.push(run);
+        id = nLocations + runs.length;
+        runIds.set(key, id);
+      }
+      ids.push(id);
+    }
+    return ids;
+  });
+  for (let i = 0; i < nLocations; i++) if (!locations[i]!.inlined) writtenAlone[i] = 1;
+
   const keyPid = strings.intern("pid");
   const keyTid = strings.intern("tid");
   const keyComm = strings.intern("comm");
@@ -217,19 +257,11 @@ export function encodePprof(profile: Profile): Uint8Array {
   const periodNs = Math.round(profile.periodNs);
   for (let i = 0; i < samples.length; i++) {
     const sample = samples[i]!;
-    const stack = sample.locations;
+    const stack = sampleIds[i]!;
     const s = w.beginLengthDelimited(2);
     if (stack.length > 0) {
       const ids = w.beginLengthDelimited(1); // location_id, packed, leaf first
-      for (let j = 0; j < stack.length; j++) {
-        const index = stack[j]!;
-        if (!(index >= 0 && index < nLocations)) {
-          throw new RangeError(
-            `Cannot encode pprof: sample ${i} refers to location ${index} of ${nLocations}`,
-          );
-        }
-        w.writeVarint(index + 1);
-      }
+      for (const id of stack) w.writeVarint(id);
       w.endLengthDelimited(ids);
     }
     const values = w.beginLengthDelimited(2); // value, packed
@@ -269,23 +301,28 @@ export function encodePprof(profile: Profile): Uint8Array {
     });
   }
 
-  // location (4)
-  for (let i = 0; i < nLocations; i++) {
-    const location = locations[i]!;
+  // location (4): the table's, then the runs of inlined calls, each written as its outermost location.
+  const writeLocation = (id: number, lines: readonly number[]) => {
+    const outer = lines[lines.length - 1]!;
+    const location = locations[outer]!;
     const l = w.beginLengthDelimited(4);
-    w.writeVarintField(1, i + 1); // id
-    const mappingId = locationMappingId[i]!;
+    w.writeVarintField(1, id);
+    const mappingId = locationMappingId[outer]!;
     if (mappingId !== 0) w.writeVarintField(2, mappingId);
     writeAddress(w, 3, location.address, location.kind === "kernel");
-    const functionId = locationFunctionId[i]!;
-    if (functionId !== 0) {
+    for (const index of lines) {
+      const functionId = locationFunctionId[index]!;
+      if (functionId === 0) continue;
       const line = w.beginLengthDelimited(4);
       w.writeVarintField(1, functionId);
-      if (location.line !== 0) w.writeInt64Field(2, location.line);
+      const number = locations[index]!.line;
+      if (number !== 0) w.writeInt64Field(2, number);
       w.endLengthDelimited(line);
     }
     w.endLengthDelimited(l);
-  }
+  };
+  for (let i = 0; i < nLocations; i++) if (writtenAlone[i] === 1) writeLocation(i + 1, [i]);
+  for (let k = 0; k < runs.length; k++) writeLocation(nLocations + k + 1, runs[k]!);
 
   // function (5); system_name repeats the name, as Go's runtime does, since only demangled names are kept.
   for (let i = 0; i < functionNames.length; i++) {

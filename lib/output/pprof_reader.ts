@@ -4,7 +4,8 @@
  *
  * How a pprof file maps onto a Profile:
  * - A location with several lines (inlined calls, innermost first) becomes one Profile location per line,
- *   all with the location's address and mapping, and samples list them innermost first.
+ *   all with the location's address and mapping, each but the last marked `inlined`, and samples list them
+ *   innermost first.
  * - A location without lines becomes one location with an empty function name.
  * - Frame kinds come from mapping names, and pseudo mappings that only carry a kind are dropped; see the
  *   convention in `pprof.ts`. Kernel addresses keep their low 32 bits.
@@ -717,7 +718,9 @@ function resolve(p: RawProfile): Profile {
         sourceFile = functionFiles[position]!;
       }
       const line = Math.max(0, p.lineNumber[j]!);
-      locations.push({ kind, mapping, address, functionName, sourceFile, line });
+      const location: ProfileLocation = { kind, mapping, address, functionName, sourceFile, line };
+      if (j < lineEnd - 1) location.inlined = true;
+      locations.push(location);
     }
     countOfLocation[i] = locations.length - firstOfLocation[i]!;
     lineStart = lineEnd;

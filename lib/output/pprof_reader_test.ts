@@ -132,6 +132,7 @@ Deno.test("decodePprof() expands inlined frames of a Go-style profile and defaul
         functionName: "runtime.inlined",
         sourceFile: "runtime.go",
         line: 50,
+        inlined: true,
       },
       {
         kind: "native",

@@ -3,6 +3,7 @@ import { gunzipSync } from "node:zlib";
 import type { FrameKind, Profile, ProfileLocation, ProfileMapping } from "../profile/profile.ts";
 import { encodePprof, encodePprofGzip, frameKindOfMapping, KIND_MAPPING_NAMES } from "./pprof.ts";
 import { decodePprof } from "./pprof_reader.ts";
+import { decodePprofBySchema } from "../../tests/pprof_schema.ts";
 
 const ALL_KINDS: FrameKind[] = [
   "kernel",
@@ -395,4 +396,66 @@ Deno.test("encodePprof() rejects references to missing mappings and locations", 
     () => encodePprof({ ...base, samples: [{ locations: [3], count: 1, pid: 1, tid: 1, comm: "" }] }),
     /Cannot encode pprof: sample 0 refers to location 3 of 0/,
   );
+});
+
+Deno.test("encodePprof() writes a run of inlined calls as one location with a line per call, innermost first", () => {
+  const mapping: ProfileMapping = {
+    start: 0,
+    end: 0x800000000000,
+    fileOffset: 0,
+    fileName: "/srv/app",
+    buildId: "",
+    hasFunctions: true,
+  };
+  const at = (address: number, functionName: string, line: number, inlined = false): ProfileLocation => ({
+    kind: "native",
+    mapping: 0,
+    address,
+    functionName,
+    sourceFile: "/src/main.go",
+    line,
+    ...(inlined ? { inlined: true } : {}),
+  });
+  const profile: Profile = {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 10_000_000,
+    mappings: [mapping],
+    locations: [
+      at(0x401010, "main.c", 30),
+      at(0x401105, "main.b", 42, true),
+      at(0x401105, "main.a", 48),
+      at(0x401205, "main.main", 57),
+    ],
+    samples: [
+      { locations: [0, 1, 2, 3], count: 7, pid: 1, tid: 1, comm: "app" },
+      { locations: [1, 2, 3], count: 2, pid: 1, tid: 1, comm: "app" },
+    ],
+  };
+  const bytes = encodePprof(profile);
+  // Read back, the location table differs (a run is one location), the stacks do not.
+  const stacksOf = (p: Profile) =>
+    p.samples.map((sample) =>
+      sample.locations.map((i) => {
+        const l = p.locations[i]!;
+        return `${l.functionName}:${l.line}@${l.address.toString(16)}${l.inlined ? " (inline)" : ""}`;
+      })
+    );
+  assert.deepEqual(stacksOf(decodePprof(bytes)), stacksOf(profile));
+
+  // As the published schema reads it: b and a are one location of two lines, and b is never alone.
+  const pb = decodePprofBySchema(bytes);
+  const names = new Map(pb.function.map((f) => [f.id, pb.stringTable[Number(f.name)]]));
+  const lines = new Map(
+    pb.location.map((l) => [l.id, l.line.map((line) => `${names.get(line.functionId)}:${line.line}`)]),
+  );
+  const stacks = pb.sample.map((sample) => sample.locationId.map((id) => lines.get(id)));
+  assert.deepEqual(stacks, [
+    [["main.c:30"], ["main.b:42", "main.a:48"], ["main.main:57"]],
+    [["main.b:42", "main.a:48"], ["main.main:57"]],
+  ]);
+  assert.equal(pb.location.length, 4, "main.c, main.a, main.main, and the run: main.b is never alone");
+  const inlinedAt = pb.location.find((l) => l.line.length === 2)!;
+  assert.equal(Number(inlinedAt.address), 0x401105);
+  assert.equal(inlinedAt.mappingId, "1");
 });

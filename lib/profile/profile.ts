@@ -78,6 +78,12 @@ export interface ProfileLocation {
   sourceFile: string;
   /** Source line, 0 when unknown. */
   line: number;
+  /**
+   * True for a call the compiler inlined into its caller, which is then the next location of every
+   * sample that has this one, at the same address; pprof writes such a run as one location with a line
+   * per call. Absent (false) for a frame of its own.
+   */
+  inlined?: boolean;
 }
 
 /** A stack with how often it was seen, and which thread it was seen on. */

@@ -2,10 +2,12 @@
  * Turns the aggregated stacks of a session into a {@linkcode Profile}: one location per distinct frame,
  * symbolized once, on the host: kernel frames by the symbolizer given (the kernel's own names through BPF
  * during a recording, else /proc/kallsyms), native frames from the ELF symbol
- * tables of the mapped files (or their separate debug files), demangled; frames in anonymous executable
- * memory (JIT code) from the process's perf map, in the pseudo mapping {@linkcode PERF_MAP_MAPPING}. A
- * frame that cannot be named reads `[binary+0xoffset]` so that it can still be looked up later by hand
- * (JIT code: the memory's name, `[anonymous]`, at its address).
+ * tables of the mapped files (or their separate debug files), demangled, and Go code from its
+ * `.gopclntab` with source files and lines: a frame in inlined code becomes one location per inlined call,
+ * innermost first, each but the last marked `inlined`; frames in anonymous executable memory (JIT code)
+ * from the process's perf map, in the pseudo mapping {@linkcode PERF_MAP_MAPPING}. A frame that cannot be
+ * named reads `[binary+0xoffset]` so that it can still be looked up later by hand (JIT code: the memory's
+ * name, `[anonymous]`, at its address).
  *
  * @example
  * ```ts ignore
@@ -108,7 +110,8 @@ export async function buildProfileInterruptibly(
 class Builder {
   readonly mappings: ProfileMapping[] = [];
   readonly locations: ProfileLocation[] = [];
-  #locationIndex = new Map<string, number>();
+  /** The locations of each distinct frame: one, or one per inlined call and the function holding it. */
+  #locationIndex = new Map<string, number | number[]>();
   #mappingIndex = new Map<MappedFile, number>();
   #native: NativeSymbolizer;
   #ownsNative: boolean;
@@ -129,17 +132,19 @@ class Builder {
   }
 
   sample(stack: Stack): ProfileSample {
-    const locations = stack.frames.map((frame) => this.location(frame));
+    const perFrame = stack.frames.map((frame) => this.location(frame));
     if (this.#perfMaps !== undefined) {
-      for (let i = 0; i < locations.length; i++) {
+      for (let i = 0; i < perFrame.length; i++) {
         if (stack.frames[i]!.addressKind !== "jit") continue;
-        const named = this.#perfMapMapping >= 0 &&
-          this.locations[locations[i]!]!.mapping === this.#perfMapMapping;
+        // A JIT frame is one location: only native code has inlined calls.
+        const location = perFrame[i]!;
+        const named = this.#perfMapMapping >= 0 && typeof location === "number" &&
+          this.locations[location]!.mapping === this.#perfMapMapping;
         this.#perfMaps.countFrames(named, stack.count);
       }
     }
     return {
-      locations,
+      locations: perFrame.flat(),
       count: stack.count,
       pid: stack.pid,
       tid: stack.tid,
@@ -147,7 +152,8 @@ class Builder {
     };
   }
 
-  location(frame: StackFrame): number {
+  /** The location of `frame`, or its locations innermost first when it stands for inlined calls. */
+  location(frame: StackFrame): number | number[] {
     // A return address points after the call; the call itself (address - 1) names the right function
     // and line, even when the call is the last instruction of a function.
     const lookup = frame.returnAddress ? frame.address - 1 : frame.address;
@@ -172,8 +178,9 @@ class Builder {
       : `?${frame.kind}:${lookup}`;
     let index = this.#locationIndex.get(key);
     if (index === undefined) {
-      index = this.locations.length;
-      this.locations.push(this.#symbolize(frame, lookup));
+      const symbolized = this.#symbolize(frame, lookup);
+      index = symbolized.map((location) => this.locations.push(location) - 1);
+      if (index.length === 1) index = index[0]!;
       this.#locationIndex.set(key, index);
     }
     return index;
@@ -183,49 +190,53 @@ class Builder {
     if (this.#ownsNative) this.#native.close();
   }
 
-  #symbolize(frame: StackFrame, lookup: number): ProfileLocation {
+  /** The locations of one frame, innermost first. */
+  #symbolize(frame: StackFrame, lookup: number): ProfileLocation[] {
     const kind = frameKindOf(frame.kind);
-    if (frame.addressKind === "kernel") return this.#kernelLocation(lookup as KernelAddress);
+    if (frame.addressKind === "kernel") return [this.#kernelLocation(lookup as KernelAddress)];
     const name = frame.perfMap !== undefined && this.symbolizing ? frame.perfMap.name(lookup) : null;
     if (name !== null) {
       const mapping = this.#perfMapMappingIndex();
-      return { kind, mapping, address: lookup, functionName: name, sourceFile: "", line: 0 };
+      return [{ kind, mapping, address: lookup, functionName: name, sourceFile: "", line: 0 }];
     }
     const file = frame.file;
     if (!file) {
-      return { kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 };
+      return [{ kind, mapping: -1, address: lookup, functionName: "[unknown]", sourceFile: "", line: 0 }];
     }
     const mappingIndex = this.#mapping(file);
     if (!file.readable) {
       const name = file.kind === "file"
         ? formatUnknownFrame(file.path, lookup)
         : `[${file.path.replace(/^\[|\]$/g, "")}]`;
-      return { kind, mapping: mappingIndex, address: lookup, functionName: name, sourceFile: "", line: 0 };
+      return [{ kind, mapping: mappingIndex, address: lookup, functionName: name, sourceFile: "", line: 0 }];
     }
     const vaddr = frame.addressKind === "vaddr"
       ? lookup as Address
       : this.#native.fileOffsetToVaddr(file, lookup as FileOffset);
+    const address = vaddr ?? lookup;
     if (!this.symbolizing) {
-      const name = formatUnknownFrame(file.path, vaddr ?? lookup);
-      return {
+      const name = formatUnknownFrame(file.path, address);
+      return [{ kind, mapping: mappingIndex, address, functionName: name, sourceFile: "", line: 0 }];
+    }
+    const frames = vaddr === null ? null : this.#native.frames(file, vaddr);
+    if (frames !== null) {
+      this.mappings[mappingIndex]!.hasFunctions = true;
+      return frames.map((f, i) => ({
         kind,
         mapping: mappingIndex,
-        address: vaddr ?? lookup,
-        functionName: name,
-        sourceFile: "",
-        line: 0,
-      };
+        address,
+        ...f,
+        ...(i < frames.length - 1 ? { inlined: true } : {}),
+      }));
     }
-    const symbol = vaddr === null ? null : this.#native.symbolize(file, vaddr);
-    if (symbol) this.mappings[mappingIndex]!.hasFunctions = true;
-    let functionName = symbol?.functionName;
-    if (functionName === undefined && frame.signalTrampoline) functionName = "[signal trampoline]";
-    if (functionName === undefined) {
+    let functionName: string;
+    if (frame.signalTrampoline) functionName = "[signal trampoline]";
+    else {
       // Unnamed code is named after the start of its function (its FDE), so that its samples add up.
       const start = vaddr === null ? undefined : this.#native.functionAt(file, vaddr)?.start;
-      functionName = formatUnknownFrame(file.path, start ?? vaddr ?? lookup);
+      functionName = formatUnknownFrame(file.path, start ?? address);
     }
-    return { kind, mapping: mappingIndex, address: vaddr ?? lookup, functionName, sourceFile: "", line: 0 };
+    return [{ kind, mapping: mappingIndex, address, functionName, sourceFile: "", line: 0 }];
   }
 
   #perfMapId(map: PerfMap): number {

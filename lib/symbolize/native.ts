@@ -1,6 +1,8 @@
 /**
  * Host-side symbolization of native frames: (binary, address) to function name through the ELF symbol
- * tables, using the separate debug file's `.symtab` when the binary is stripped. A binary is a
+ * tables, using the separate debug file's `.symtab` when the binary is stripped. Go code is named from
+ * the binary's `.gopclntab` first, which Go keeps in stripped binaries and which also gives source files,
+ * lines and the calls inlined at an address ({@linkcode NativeSymbolizer.frames}). A binary is a
  * {@linkcode SymbolFile}: a key that names the very file (its device and inode for a mapped file, so
  * another file later at the same path is not taken for it), a way to open it, and the process's root
  * for its debug file; a plain path also works, for files the caller names itself. Each file is opened
@@ -30,6 +32,7 @@ import type { Address, FileOffset } from "../types.ts";
 import { findDebugFile } from "./debug_file.ts";
 import { demangle } from "./demangle.ts";
 import { FunctionBounds, type FunctionRange } from "./function_bounds.ts";
+import { GoSymbols } from "./go/go_symbols.ts";
 import { SymbolTable, type SymbolTableSource } from "./symbol_table.ts";
 
 /** A binary to symbolize. The process manager's mapped files are ones. */
@@ -50,6 +53,19 @@ export interface NativeSymbol {
   functionName: string;
   /** Bytes from the function's start to the address. */
   offset: number;
+}
+
+/**
+ * One source-level frame of a native address. An address in code the compiler inlined stands for several:
+ * the inlined calls innermost first, then the function that holds the code.
+ */
+export interface NativeFrame {
+  /** Function name, demangled as for {@linkcode NativeSymbol}. */
+  functionName: string;
+  /** Source file, "" when unknown (ELF symbols give none). */
+  sourceFile: string;
+  /** Source line, 0 when unknown. */
+  line: number;
 }
 
 /** Cache bounds and lookup settings. */
@@ -74,6 +90,8 @@ export interface NativeSymbolizerStats {
   filesFailed: number;
   /** Files parsed whose symbols came from a separate debug file. */
   debugFilesUsed: number;
+  /** Files parsed whose Go code is named from their `.gopclntab`. */
+  goFiles: number;
   /** Parsed files dropped from the cache to respect its bounds. */
   evictions: number;
 }
@@ -81,6 +99,8 @@ export interface NativeSymbolizerStats {
 /** What the cache holds for one file. */
 interface FileEntry {
   symbols: SymbolTable;
+  /** The Go symbols of a Go binary, null for other files (or a Go table that does not parse). */
+  go: GoSymbols | null;
   loadSegments: readonly LoadSegment[];
   buildId: string;
   /** Why the file could not be read, or "" when it was read. */
@@ -128,6 +148,7 @@ export class NativeSymbolizer implements Disposable {
     filesLoaded: 0,
     filesFailed: 0,
     debugFilesUsed: 0,
+    goFiles: 0,
     evictions: 0,
   };
 
@@ -156,12 +177,27 @@ export class NativeSymbolizer implements Disposable {
    * file has no symbol covering the address or cannot be read.
    */
   symbolize(file: SymbolFile | string, vaddr: Address): NativeSymbol | null {
-    const match = this.#entry(file).symbols.lookup(vaddr);
+    const entry = this.#entry(file);
+    const goFunction = entry.go?.functionAt(vaddr) ?? null;
+    if (goFunction !== null) return { functionName: goFunction.name, offset: vaddr - goFunction.entry };
+    const match = entry.symbols.lookup(vaddr);
     if (match === null) return null;
     // .symtab names of versioned definitions carry the version (`__libc_start_main@@GLIBC_2.34`).
     const at = match.name.indexOf("@");
     const name = at > 0 ? match.name.slice(0, at) : match.name;
     return { functionName: this.#demangle ? this.#demangled(name) : name, offset: match.offset };
+  }
+
+  /**
+   * The source frames of ELF virtual address `vaddr` of `file`, innermost first: from the `.gopclntab`
+   * of a Go binary, with files, lines and inlined calls; else the one function its ELF symbols name,
+   * without file or line. Null when neither names it.
+   */
+  frames(file: SymbolFile | string, vaddr: Address): NativeFrame[] | null {
+    const frames = this.#entry(file).go?.frames(vaddr) ?? null;
+    if (frames !== null) return frames;
+    const symbol = this.symbolize(file, vaddr);
+    return symbol === null ? null : [{ functionName: symbol.functionName, sourceFile: "", line: 0 }];
   }
 
   /**
@@ -292,18 +328,21 @@ export class NativeSymbolizer implements Disposable {
       }
       const symbols = SymbolTable.build(sources);
       const buildId = elf.buildId();
+      const go = this.#goSymbols(elf, file);
       return {
         symbols,
+        go,
         loadSegments: elf.loadSegments,
         buildId,
         error: "",
-        bytes: symbols.byteSize + 256,
+        bytes: symbols.byteSize + (go?.byteSize ?? 0) + 256,
       };
     } catch (error) {
       this.#stats.filesFailed++;
       this.#report(file.key, file.path, error);
       return {
         symbols: SymbolTable.empty,
+        go: null,
         loadSegments: [],
         buildId: "",
         error: describe(error),
@@ -312,6 +351,19 @@ export class NativeSymbolizer implements Disposable {
     } finally {
       elf?.close();
       debug?.close();
+    }
+  }
+
+  /** The Go symbols of `elf`; a Go table that does not parse leaves the ELF symbols to name its code. */
+  #goSymbols(elf: ElfFile, file: SymbolFile): GoSymbols | null {
+    try {
+      const go = GoSymbols.read(elf);
+      if (go !== null) this.#stats.goFiles++;
+      return go;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      this.#report(`${file.key} go`, file.path, error);
+      return null;
     }
   }
 

@@ -69,6 +69,7 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["cpio", "cpio"],
   ["xz", "xz-utils"],
   ["pahole", "pahole"],
+  ["go", "golang-go"],
 ]);
 
 /**

@@ -1,0 +1,195 @@
+import assert from "node:assert/strict";
+import { ElfFile } from "../../elf/elf_file.ts";
+import { programs, requiring } from "../../testing/requirements.ts";
+import { buildGoWorkload, REPO_ROOT, tempDir } from "../../../tests/helpers.ts";
+import { GoSymbols } from "./go_symbols.ts";
+
+const go = [programs("go")];
+const SOURCE = `${REPO_ROOT}tests/workloads/chain.go`;
+
+/** The chain workload: b inlined into a (Go's default), or nothing inlined; stripped or not. */
+function buildChain(inline: boolean, stripped: boolean, pie = false): Promise<string> {
+  return buildGoWorkload("chain", {
+    ...(inline ? {} : { gcflags: "-l" }),
+    ...(stripped ? { ldflags: "-s -w" } : {}),
+    ...(pie ? { buildmode: "pie" } : {}),
+  }, `-go${inline ? "" : "-noinline"}${stripped ? "-stripped" : ""}${pie ? "-pie" : ""}`);
+}
+
+async function goTool(...args: string[]): Promise<string> {
+  const result = await new Deno.Command("go", { args: ["tool", ...args], stdout: "piped", stderr: "piped" })
+    .output();
+  if (!result.success) throw new Error(`go tool ${args[0]}: ${new TextDecoder().decode(result.stderr)}`);
+  return new TextDecoder().decode(result.stdout);
+}
+
+/**
+ * The text symbols `go tool nm` lists, as `name@address`, with names as the linker writes them into the
+ * function table: without the ABI suffix of assembly functions and wrappers (`internal/cpu.cpuid.abi0`),
+ * and with what lies between the first `[` and the last `]` elided to `[...]` (cmd/link's `nameParts`,
+ * for type arguments).
+ */
+async function nmText(binary: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const line of (await goTool("nm", binary)).split("\n")) {
+    const match = /^\s*([0-9a-f]+) ([Tt]) (.+)$/.exec(line);
+    if (match) out.add(`${pclntabName(match[3]!)}@${parseInt(match[1]!, 16)}`);
+  }
+  return out;
+}
+
+function pclntabName(symbol: string): string {
+  const name = symbol.replace(/\.abi0$/, "");
+  const open = name.indexOf("[");
+  const close = name.lastIndexOf("]");
+  return open >= 0 && close > open ? `${name.slice(0, open)}[...]${name.slice(close + 1)}` : name;
+}
+
+/** Every instruction of the functions `pattern` matches, as `go tool objdump` gives it. */
+interface Instruction {
+  address: number;
+  /** `file:line` as objdump prints it (the file's base name). */
+  position: string;
+  text: string;
+}
+
+async function objdump(binary: string, pattern?: string): Promise<Instruction[]> {
+  const out: Instruction[] = [];
+  const args = pattern === undefined ? [binary] : ["-s", pattern, binary];
+  for (const line of (await goTool("objdump", ...args)).split("\n")) {
+    const match = /^\s+(\S+:\d+)\s+0x([0-9a-f]+)\s+\S+\s+(.*)$/.exec(line);
+    if (match) out.push({ position: match[1]!, address: parseInt(match[2]!, 16), text: match[3]!.trim() });
+  }
+  return out;
+}
+
+/** The line of the workload's source that holds `text` inside function `name` (from the source itself). */
+function sourceLine(name: string, text: string): number {
+  const lines = Deno.readTextFileSync(SOURCE).split("\n");
+  const start = lines.findIndex((line) => line.startsWith(`func ${name}(`));
+  assert.ok(start >= 0, `func ${name} in ${SOURCE}`);
+  const at = lines.findIndex((line, i) => i > start && line.includes(text));
+  assert.ok(at > start, `${text} in func ${name}`);
+  return at + 1;
+}
+
+function readSymbols(path: string): GoSymbols {
+  using elf = ElfFile.open(path);
+  const symbols = GoSymbols.read(elf);
+  assert.ok(symbols !== null, `${path} has a .gopclntab`);
+  return symbols;
+}
+
+function baseName(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}
+
+Deno.test(requiring(go, {
+  name: "GoSymbols.read() of a stripped binary lists the functions `go tool nm` lists in the unstripped one",
+  async fn() {
+    for (const inline of [true, false]) {
+      const reference = await nmText(await buildChain(inline, false));
+      const stripped = await buildChain(inline, true);
+      assert.equal(
+        (await nmText(stripped).catch(() => new Set())).size,
+        0,
+        "the stripped build has no symbols",
+      );
+      const symbols = readSymbols(stripped);
+      assert.equal(symbols.version, "1.18", "Go 1.19 writes the 1.18 layout");
+      const ours = new Set([...symbols.functions()].map((f) => `${f.name}@${f.entry}`));
+      assert.ok(ours.size > 1000, `${ours.size} functions`);
+      assert.deepEqual([...ours].filter((f) => !reference.has(f)), [], "functions go tool nm does not list");
+      // nm also lists the linker's markers (runtime.text, runtime.etext): every other text symbol is ours.
+      const missing = [...reference].filter((f) => !ours.has(f)).map((f) => f.slice(0, f.indexOf("@")));
+      assert.deepEqual(missing.sort(), ["runtime.etext", "runtime.text"]);
+      const names = new Set([...ours].map((f) => f.slice(0, f.indexOf("@"))));
+      for (const name of ["main.main", "main.a", "main.c"]) assert.ok(names.has(name), name);
+      assert.equal(names.has("main.b"), !inline, "b is a function of its own unless inlined");
+    }
+  },
+}));
+
+Deno.test(requiring(go, {
+  name: "GoSymbols.frames() gives every instruction the file and line `go tool objdump` gives",
+  async fn() {
+    for (const inline of [true, false]) {
+      const instructions = await objdump(await buildChain(inline, false));
+      const symbols = readSymbols(await buildChain(inline, true));
+      assert.ok(instructions.length > 100_000, `${instructions.length} instructions`);
+      for (const { address, position } of instructions) {
+        const frames = symbols.frames(address);
+        assert.ok(frames !== null && frames.length > 0, `frames at 0x${address.toString(16)}`);
+        const innermost = frames[0]!;
+        assert.equal(
+          `${baseName(innermost.sourceFile)}:${innermost.line}`,
+          position,
+          `0x${address.toString(16)}`,
+        );
+      }
+    }
+  },
+}));
+
+Deno.test(requiring(go, {
+  name: "GoSymbols.frames() shows b inlined into a at the call of c, with the lines of both calls",
+  async fn() {
+    const callB = sourceLine("a", "b(end)");
+    const callC = sourceLine("b", "c(end)");
+    const file = SOURCE;
+
+    const inlined = await buildChain(true, false);
+    const call = (await objdump(inlined, "^main\\.a$")).find((i) => i.text.startsWith("CALL main.c(SB)"));
+    assert.ok(call, "a calls c");
+    assert.deepEqual(readSymbols(await buildChain(true, true)).frames(call.address), [
+      { functionName: "main.b", sourceFile: file, line: callC },
+      { functionName: "main.a", sourceFile: file, line: callB },
+    ]);
+
+    const plain = await buildChain(false, false);
+    const plainCall = (await objdump(plain, "^main\\.b$")).find((i) => i.text.startsWith("CALL main.c(SB)"));
+    assert.ok(plainCall, "b calls c");
+    assert.deepEqual(readSymbols(await buildChain(false, true)).frames(plainCall.address), [
+      { functionName: "main.b", sourceFile: file, line: callC },
+    ]);
+  },
+}));
+
+Deno.test(requiring(go, {
+  name: "GoSymbols.read() finds the table of a PIE, and of a binary without section headers by its header",
+  async fn() {
+    const pie = readSymbols(await buildChain(true, true, true));
+    const reference = await nmText(await buildChain(true, false, true));
+    const pieFunctions = [...pie.functions()].map((f) => `${f.name}@${f.entry}`);
+    assert.ok(pieFunctions.length > 1000);
+    assert.deepEqual(pieFunctions.filter((f) => !reference.has(f)), [], "functions go tool nm does not list");
+    assert.ok(pie.hasInlineTrees);
+
+    const stripped = await buildChain(true, true);
+    const dir = tempDir();
+    try {
+      // e_shoff, e_shnum and e_shstrndx zeroed: no section headers at all.
+      const bytes = Deno.readFileSync(stripped);
+      bytes.fill(0, 40, 48);
+      bytes.fill(0, 60, 64);
+      const bare = `${dir}/bare`;
+      Deno.writeFileSync(bare, bytes);
+      using elf = ElfFile.open(bare);
+      assert.equal(elf.sections.length, 0);
+      const found = GoSymbols.read(elf);
+      assert.ok(found !== null, "found by scanning");
+      const withSections = readSymbols(stripped);
+      assert.deepEqual([...found.functions()], [...withSections.functions()]);
+      assert.ok(found.hasInlineTrees, "the module data is found in the segments");
+      const a = [...withSections.functions()].find((f) => f.name === "main.a")!;
+      for (let pc = a.entry; pc < a.end; pc++) assert.deepEqual(found.frames(pc), withSections.frames(pc));
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));
+
+Deno.test("GoSymbols.read() gives null for a binary that is not Go", () => {
+  using elf = ElfFile.open("/bin/true");
+  assert.equal(GoSymbols.read(elf), null);
+});

@@ -1,0 +1,189 @@
+// End-to-end tests of `omniprof record` on Go programs built without a symbol table (`-ldflags="-s -w"`):
+// their frames are named from `.gopclntab`, with source files and lines, and calls the compiler inlined
+// are shown as frames of their own, written in pprof as one location with a line per call. The pprof
+// file is read back with the published schema (not omniprof's reader). They need root, BTF and Go.
+import assert from "node:assert/strict";
+import { programs } from "../lib/testing/requirements.ts";
+import {
+  buildGoWorkload,
+  countWhere,
+  hasChain,
+  parseFolded,
+  REPO_ROOT,
+  tempDir,
+  tracing,
+} from "./helpers.ts";
+import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
+import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { assertSampleCount } from "./sample_bounds.ts";
+import { requiring } from "../lib/testing/requirements.ts";
+
+const SOURCE = `${REPO_ROOT}tests/workloads/chain.go`;
+const CHAIN = ["main.main", "main.a", "main.b", "main.c"];
+
+/** One frame of a sample as the pprof file gives it. */
+interface Frame {
+  functionName: string;
+  file: string;
+  line: number;
+  /** Index of the frame's line in its location, and how many lines the location has. */
+  lineIndex: number;
+  lines: number;
+}
+
+/** The samples of `pid`: frames root first (the lines of a location outermost first), and counts. */
+function samplesOf(profile: PbProfile, pid: number): { frames: Frame[]; count: number }[] {
+  const strings = profile.stringTable;
+  const functions = new Map(profile.function.map((f) => [f.id, f]));
+  const locations = new Map(profile.location.map((l) => [l.id, l]));
+  const pidKey = strings.indexOf("pid");
+  return profile.sample
+    .filter((sample) =>
+      sample.label.some((label) => Number(label.key) === pidKey && Number(label.num) === pid)
+    )
+    .map((sample) => {
+      const frames: Frame[] = [];
+      for (const id of sample.locationId) {
+        const location = locations.get(id)!;
+        location.line.forEach((line, lineIndex) => {
+          const f = functions.get(line.functionId)!;
+          frames.push({
+            functionName: strings[Number(f.name)]!,
+            file: strings[Number(f.filename)]!,
+            line: Number(line.line),
+            lineIndex,
+            lines: location.line.length,
+          });
+        });
+      }
+      return { frames: frames.reverse(), count: Number(sample.value[0]) };
+    });
+}
+
+/** The line numbers the workload's own source gives each frame of the chain. */
+function expectedLines(): { calls: Map<string, number>; c: { from: number; to: number } } {
+  const lines = Deno.readTextFileSync(SOURCE).split("\n");
+  const lineOf = (fn: string, text: string) => {
+    const start = lines.findIndex((line) => line.startsWith(`func ${fn}(`));
+    const at = lines.findIndex((line, i) => i > start && line.includes(text));
+    assert.ok(start >= 0 && at > start, `${text} in func ${fn} of ${SOURCE}`);
+    return at + 1;
+  };
+  const cStart = lines.findIndex((line) => line.startsWith("func c("));
+  const cEnd = lines.findIndex((line, i) => i > cStart && line === "}");
+  return {
+    calls: new Map([
+      ["main.main", lineOf("main", "a(cpuSeconds()")],
+      ["main.a", lineOf("a", "b(end)")],
+      ["main.b", lineOf("b", "c(end)")],
+    ]),
+    c: { from: cStart + 1, to: cEnd + 1 },
+  };
+}
+
+/** Where the chain main.main;main.a;main.b;main.c starts in `frames`, or -1. */
+function chainAt(frames: Frame[]): number {
+  outer: for (let i = 0; i + CHAIN.length <= frames.length; i++) {
+    for (let j = 0; j < CHAIN.length; j++) if (frames[i + j]!.functionName !== CHAIN[j]) continue outer;
+    return i;
+  }
+  return -1;
+}
+
+function stop(child: Deno.ChildProcess): void {
+  try {
+    child.kill();
+  } catch {
+    // already exited
+  }
+}
+
+for (const inline of [true, false]) {
+  const variant = inline ? "b inlined into a" : "nothing inlined";
+  Deno.test(requiring([tracing(), programs("go")], {
+    name:
+      `record -p PID of a stripped Go program (${variant}) names main;a;b;c with files and lines in pprof`,
+    async fn() {
+      const binary = await buildGoWorkload(
+        "chain",
+        { ldflags: "-s -w", ...(inline ? {} : { gcflags: "-l" }) },
+        `-go${inline ? "" : "-noinline"}-stripped`,
+      );
+      const { calls, c } = expectedLines();
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 4 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = samples.reduce((sum, s) => sum + s.count, 0);
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `Go (${variant})`);
+        let complete = 0;
+        for (const { frames, count } of samples) {
+          const at = chainAt(frames);
+          if (at < 0) continue;
+          const chain = frames.slice(at, at + CHAIN.length);
+          const positioned = chain.every((frame, i) =>
+            frame.file === SOURCE &&
+            (i < 3
+              ? frame.line === calls.get(frame.functionName)
+              : frame.line >= c.from && frame.line <= c.to)
+          );
+          // b's call of c is code of a when b is inlined: one location, lines innermost (b) first.
+          const [, a, b] = chain;
+          const shaped = inline
+            ? a!.lines === 2 && b!.lines === 2 && b!.lineIndex === 0 && a!.lineIndex === 1
+            : a!.lines === 1 && b!.lines === 1;
+          if (positioned && shaped) complete += count;
+        }
+        console.log(`Go (${variant}): ${complete}/${total} samples with main;a;b;c at their files and lines`);
+        assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
+      } finally {
+        stop(workload);
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }));
+}
+
+Deno.test(requiring([tracing(), programs("go", "gcc")], {
+  name: "record -p PID of a stripped cgo program shows its C frames in order beneath runtime.asmcgocall",
+  async fn() {
+    const binary = await buildGoWorkload("cgo_chain", { ldflags: "-s -w" }, "-stripped");
+    const dir = tempDir();
+    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const out = `${dir}/out.folded`;
+      const { result, start, end, steal } = await recordWatchingCpu(
+        ["record", "-p", String(workload.pid), "-o", out],
+        [{ pid: workload.pid }],
+        { interruptAfterCpuSeconds: 3 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(end[0], "the workload outlived the recording");
+      const stacks = parseFolded(Deno.readTextFileSync(out));
+      const total = countWhere(stacks, () => true);
+      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "cgo");
+      // The C code runs on the thread's system stack, where asmcgocall switched to: the Go frames above
+      // it (runtime.cgocall, main._Cfunc_c_middle, main.a, main.main) are on the goroutine's stack, which
+      // unwinding does not reach from there yet.
+      const chain = ["runtime.asmcgocall", "c_middle", "c_spin"];
+      const complete = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
+      console.log(`cgo: ${complete}/${total} samples with ${chain.join(";")}`);
+      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
+    } finally {
+      stop(workload);
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));

@@ -4,7 +4,7 @@ import { processCpuSeconds } from "../../tests/bench/system_cpu.ts";
 import { CAP_PERFMON, CAP_SETPCAP, CAP_SYS_ADMIN, currentCapabilities } from "../sys/capabilities.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { libc } from "../sys/libc.ts";
-import { AT_FDCWD } from "../sys/directory.ts";
+import { AT_FDCWD } from "../sys/open_flags.ts";
 import { monotonicNs } from "../sys/monotonic_clock.ts";
 import { statx } from "../sys/statx.ts";
 import { CollectingSink, type SeenEvent } from "../testing/perf_records.ts";

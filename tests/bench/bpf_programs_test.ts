@@ -64,22 +64,27 @@ Deno.test("parseProgramFdinfo() returns null for a descriptor that is not a BPF 
 Deno.test("processTree() lists a process's children and their children", async () => {
   const child = new Deno.Command("sh", { args: ["-c", "sleep 5 & sleep 5; wait"], stdout: "null" }).spawn();
   try {
-    let tree: number[] = [];
-    for (let i = 0; i < 100 && tree.length < 4; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      tree = processTree(Deno.pid);
-    }
-    assert.ok(tree.includes(Deno.pid));
-    assert.ok(tree.includes(child.pid));
     // The child's two sleeps, which must be in this process's tree as its grandchildren. Counted in the
     // child's own tree: a test runner that became a child subreaper adopts other tests' orphans too.
-    const sleeps = processTree(child.pid).filter((pid) => {
-      try {
-        return Deno.readTextFileSync(`/proc/${pid}/comm`).trim() === "sleep";
-      } catch {
-        return false;
-      }
-    });
+    // Waited for: on a busy machine the shell may take a while to fork them, and each is named sleep only
+    // once it has exec'd.
+    const sleepsOfChild = () =>
+      processTree(child.pid).filter((pid) => {
+        try {
+          return Deno.readTextFileSync(`/proc/${pid}/comm`).trim() === "sleep";
+        } catch {
+          return false;
+        }
+      });
+    const deadline = performance.now() + 30_000;
+    let sleeps = sleepsOfChild();
+    while (sleeps.length < 2 && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      sleeps = sleepsOfChild();
+    }
+    const tree = processTree(Deno.pid);
+    assert.ok(tree.includes(Deno.pid));
+    assert.ok(tree.includes(child.pid));
     assert.equal(sleeps.length, 2, `tree ${tree}`);
     for (const pid of sleeps) assert.ok(tree.includes(pid), `grandchild ${pid} in tree ${tree}`);
   } finally {

@@ -21,6 +21,40 @@
 #define ABSENT_OFFSET 0xffff
 #define FIRST_LINE_STAMP_MASK 0x1fffff
 
+// Progress of the walk through one trace (python_scratch.walk).
+enum python_walk {
+  PYTHON_WALK_NOT_STARTED = 0, // the thread's current frame is not looked up yet
+  PYTHON_WALK_ACTIVE = 1,      // python_scratch.frame is the next frame to emit
+  PYTHON_WALK_DONE = 2,        // no more Python frames in this trace (none, the end, or a failed read)
+};
+
+// The walk through one trace, kept between the tail calls of that trace. A trace's first call resets it
+// (interpreter_walk_begins): until then it holds an earlier trace's walk. What every step reads comes
+// first, in one cache line.
+struct python_scratch {
+  __u8 walk;                    // enum python_walk
+  __u8 pad[7];
+  __u64 frame;                  // the next Python frame to emit (PyFrameObject or _PyInterpreterFrame)
+  struct python_proc_info info; // the walking process's record, copied when the walk starts
+  // The fields of the frame being recorded, read in one go (one user-memory read instead of one per
+  // field); the slack lets a masked offset load 8 bytes without leaving the array.
+  __u8 frame_bytes[PYTHON_FRAME_BYTES + 8];
+};
+
+// Per CPU, as unwind_state is: one trace at a time runs on a CPU.
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct python_scratch);
+} python_scratch SEC(".maps");
+
+static __always_inline struct python_scratch *python_scratch_get(void)
+{
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(&python_scratch, &zero);
+}
+
 enum python_step {
   PYTHON_STEP_MORE = 0,      // this C call runs more Python frames
   PYTHON_STEP_CALL_DONE = 1, // this C call's frames are recorded
@@ -85,38 +119,38 @@ static __always_inline __u64 frame_bytes_needed(const struct python_proc_info *i
   return need <= PYTHON_FRAME_BYTES ? need : 0;
 }
 
-// Fields of the frame read into state->python_frame_bytes (offsets below PYTHON_FRAME_BYTES).
-static __always_inline __u64 frame_u64(const struct unwind_state *state, __u16 offset)
+// Fields of the frame read into python->frame_bytes (offsets below PYTHON_FRAME_BYTES).
+static __always_inline __u64 frame_u64(const struct python_scratch *python, __u16 offset)
 {
-  return *(const __u64 *)&state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+  return *(const __u64 *)&python->frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
 }
 
-static __always_inline __s32 frame_s32(const struct unwind_state *state, __u16 offset)
+static __always_inline __s32 frame_s32(const struct python_scratch *python, __u16 offset)
 {
-  return *(const __s32 *)&state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+  return *(const __s32 *)&python->frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
 }
 
-static __always_inline __u8 frame_u8(const struct unwind_state *state, __u16 offset)
+static __always_inline __u8 frame_u8(const struct python_scratch *python, __u16 offset)
 {
-  return state->python_frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
+  return python->frame_bytes[offset & (PYTHON_FRAME_BYTES - 1)];
 }
 
-// Records the frame whose fields are in state->python_frame_bytes: 0, -1 when its code object could not
-// be read, -2 when the trace is full.
-static __always_inline int push_python_frame(struct trace *trace, const struct unwind_state *state,
-                                             const struct python_proc_info *info)
+// Records the frame whose fields are in python->frame_bytes: 0, -1 when its code object could not be
+// read, -2 when the trace is full.
+static __always_inline int push_python_frame(struct trace *trace, const struct python_scratch *python)
 {
-  __u64 code = frame_u64(state, info->frame_code);
+  const struct python_proc_info *info = &python->info;
+  __u64 code = frame_u64(python, info->frame_code);
   if (code == 0)
     return -1;
   __s64 offset;
   if (info->instruction_model <= 1) {
-    __s32 lasti = frame_s32(state, info->frame_instruction);
+    __s32 lasti = frame_s32(python, info->frame_instruction);
     // 3.10 counts code units of 2 bytes.
     offset = info->instruction_model == 1 ? (__s64)lasti * 2 : lasti;
   } else {
     __u16 adaptive = info->code_code_adaptive == ABSENT_OFFSET ? 0 : info->code_code_adaptive;
-    offset = (__s64)(frame_u64(state, info->frame_instruction) - (code + adaptive));
+    offset = (__s64)(frame_u64(python, info->frame_instruction) - (code + adaptive));
   }
   __s32 first_line;
   if (bpf_probe_read_user(&first_line, sizeof(first_line), (void *)(code + info->code_firstlineno)))
@@ -139,40 +173,41 @@ static __always_inline int push_python_frame(struct trace *trace, const struct u
 //
 // A global function (never inlined, takes and returns scalars as kernels since 5.10 require): the
 // verifier checks it once, instead of once per unrolled step of the walk, which made most of this
-// program's load time; and the walk runs the same few hundred bytes of code for every frame. Its process's
-// record is the copy in state->python_info.
+// program's load time; and the walk runs the same few hundred bytes of code for every frame. Kernels
+// before 5.12 take no pointer to a map value as an argument, so it looks up the trace and its scratch
+// itself; its process's record is the copy in python->info.
 __noinline int python_step(void)
 {
-  struct trace_context tc;
-  if (trace_context_get(&tc))
+  __u32 zero = 0;
+  struct trace *trace = bpf_map_lookup_elem(&trace_scratch, &zero);
+  struct python_scratch *python = python_scratch_get();
+  if (!trace || !python)
     return PYTHON_STEP_WALK_DONE;
-  struct trace *trace = tc.trace;
-  struct unwind_state *state = tc.state;
-  const struct python_proc_info *info = &state->python_info;
-  __u64 frame = state->python_frame;
+  const struct python_proc_info *info = &python->info;
+  __u64 frame = python->frame;
   if (frame == 0)
     return PYTHON_STEP_WALK_DONE;
   __u64 need = frame_bytes_needed(info);
   if (need == 0 || need > PYTHON_FRAME_BYTES ||
-      bpf_probe_read_user(state->python_frame_bytes, need, (void *)frame))
+      bpf_probe_read_user(python->frame_bytes, need, (void *)frame))
     goto failed;
-  __u64 previous = frame_u64(state, info->frame_previous);
+  __u64 previous = frame_u64(python, info->frame_previous);
   // 3.8-3.10: one C call of the loop runs exactly one PyFrameObject.
   int call_done = info->frame_model == 0;
   if (!call_done && info->frame_owner != ABSENT_OFFSET) {
-    if (frame_u8(state, info->frame_owner) == PYTHON_FRAME_OWNED_BY_CSTACK) {
+    if (frame_u8(python, info->frame_owner) == PYTHON_FRAME_OWNED_BY_CSTACK) {
       // 3.12+: the shim frame the loop pushes on entry ends this C call's frames.
-      state->python_frame = previous;
+      python->frame = previous;
       return PYTHON_STEP_CALL_DONE;
     }
   }
-  __u8 entry = !call_done && info->frame_is_entry != ABSENT_OFFSET && frame_u8(state, info->frame_is_entry);
-  int pushed = push_python_frame(trace, state, info);
+  __u8 entry = !call_done && info->frame_is_entry != ABSENT_OFFSET && frame_u8(python, info->frame_is_entry);
+  int pushed = push_python_frame(trace, python);
   if (pushed == -2)
     return PYTHON_STEP_WALK_DONE;
   if (pushed)
     goto failed;
-  state->python_frame = previous;
+  python->frame = previous;
   // 3.11 marks the first frame a C call ran with is_entry.
   return call_done || entry || previous == 0 ? PYTHON_STEP_CALL_DONE : PYTHON_STEP_MORE;
 
@@ -185,13 +220,16 @@ SEC("perf_event")
 int unwind_python(struct bpf_perf_event_data *ctx)
 {
   struct trace_context tc;
-  if (trace_context_get(&tc))
+  struct python_scratch *python = python_scratch_get();
+  if (trace_context_get(&tc) || !python)
     return 0;
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
   __u32 pid = trace->hdr.pid;
   // Whatever happens here, the native unwinder takes the loop's own frame next.
   state->interpreter_done = 1;
+  if (interpreter_walk_begins(state, PROG_UNWIND_PYTHON))
+    python->walk = PYTHON_WALK_NOT_STARTED;
 
   struct python_proc_info *info = bpf_map_lookup_elem(&python_procs, &pid);
   if (!info) {
@@ -199,11 +237,11 @@ int unwind_python(struct bpf_perf_event_data *ctx)
     // reading the process again retries.
     metric_increment(METRIC_PYTHON_NO_PROC_INFO);
     report_process(EVENT_KIND_PROCESS_STALE, pid);
-    state->python_walk = PYTHON_WALK_DONE;
+    python->walk = PYTHON_WALK_DONE;
   }
-  if (info && state->python_walk == PYTHON_WALK_NOT_STARTED) {
-    state->python_walk = PYTHON_WALK_DONE;
-    state->python_info = *info;
+  if (info && python->walk == PYTHON_WALK_NOT_STARTED) {
+    python->walk = PYTHON_WALK_DONE;
+    python->info = *info;
     __u64 tstate = thread_state(info);
     if (tstate == 0) {
       metric_increment(METRIC_PYTHON_NO_THREAD_STATE);
@@ -212,12 +250,12 @@ int unwind_python(struct bpf_perf_event_data *ctx)
       if (!(info->flags & (PYTHON_PROC_TSD_VALID | PYTHON_PROC_TLS_VALID)))
         report_process(EVENT_KIND_PROCESS_STALE, pid);
     } else {
-      state->python_frame = current_frame(info, tstate);
-      if (state->python_frame)
-        state->python_walk = PYTHON_WALK_ACTIVE;
+      python->frame = current_frame(info, tstate);
+      if (python->frame)
+        python->walk = PYTHON_WALK_ACTIVE;
     }
   }
-  if (info && state->python_walk == PYTHON_WALK_ACTIVE) {
+  if (info && python->walk == PYTHON_WALK_ACTIVE) {
     int result = PYTHON_STEP_MORE;
     __u16 pushed = 0;
     for (int i = 0; i < PYTHON_FRAMES_PER_RUN && result == PYTHON_STEP_MORE; i++) {
@@ -227,7 +265,7 @@ int unwind_python(struct bpf_perf_event_data *ctx)
     }
     metric_add(METRIC_PYTHON_FRAMES, pushed);
     if (result == PYTHON_STEP_WALK_DONE)
-      state->python_walk = PYTHON_WALK_DONE;
+      python->walk = PYTHON_WALK_DONE;
     if (result == PYTHON_STEP_MORE && state->tail_calls < MAX_TAIL_CALLS) {
       // More frames of this C call than one run takes: go on in a fresh run.
       state->tail_calls++;

@@ -22,6 +22,20 @@ static __always_inline int trace_context_get(struct trace_context *tc)
   return tc->trace && tc->state ? 0 : -1;
 }
 
+_Static_assert(PROG_UNWIND_COUNT <= sizeof(((struct unwind_state *)0)->interpreters_started) * 8,
+               "unwind_state.interpreters_started has a bit per unwind program");
+
+// Whether the interpreter unwinder `program` runs for the first time in this trace (and from now on, that
+// it has): its per-CPU scratch still holds an earlier trace's walk, which it must start afresh.
+static __always_inline int interpreter_walk_begins(struct unwind_state *state, __u32 program)
+{
+  __u16 bit = 1 << program;
+  if (state->interpreters_started & bit)
+    return 0;
+  state->interpreters_started |= bit;
+  return 1;
+}
+
 // Copies the used part of the trace into the ring buffer. Called by the stop program, and directly when
 // a tail call fails so that the sample is still counted.
 static __always_inline void trace_send(struct trace *trace)

@@ -114,7 +114,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->mapping_interpreter = 0;
   state->interpreter_done = 0;
   state->process_reported = 0;
-  state->python_walk = PYTHON_WALK_NOT_STARTED;
+  state->interpreters_started = 0;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {

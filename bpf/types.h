@@ -292,13 +292,6 @@ struct interpreter_offsets {
   __u8 pad[7];
 };
 
-// Progress of the Python unwinder through one trace (unwind_state.python_walk).
-enum python_walk {
-  PYTHON_WALK_NOT_STARTED = 0, // the thread's current frame is not looked up yet
-  PYTHON_WALK_ACTIVE = 1,      // python_frame is the next frame to emit
-  PYTHON_WALK_DONE = 2,        // no more Python frames in this trace (none, the end, or a failed read)
-};
-
 enum python_proc_flag {
   PYTHON_PROC_TLS_VALID = 0x1,
   PYTHON_PROC_TSD_VALID = 0x2,
@@ -368,9 +361,11 @@ struct kernel_name_batch {
   char names[KERNEL_NAME_BATCH][KERNEL_NAME_BYTES];
 };
 
-// Where the unwinders of one sample stand; per-CPU scratch shared by the tail-called programs. Fields
-// that every sample sets or reads come first, in the first cache lines: at 100 Hz a sample finds most of
-// this state evicted since the last, and every further line it touches costs a memory access.
+// Where the unwinders of one sample stand; per-CPU scratch shared by the tail-called programs. It holds
+// only what every unwinder uses: an interpreter's unwinder keeps its own walk in a per-CPU map of its own
+// file, so that adding one leaves this layout alone. Fields that every sample sets or reads come first,
+// in the first cache lines: at 100 Hz a sample finds most of this state evicted since the last, and every
+// further line it touches costs a memory access.
 struct unwind_state {
   __u64 pc;
   __u64 sp;
@@ -380,13 +375,16 @@ struct unwind_state {
   __u8 mapping_interpreter; // enum unwind_program of the cached mapping's interpreter, or 0
   // The interpreter unwinder has handled the frame at pc: unwind it natively now, without dispatching.
   __u8 interpreter_done;
-  __u8 python_walk;         // enum python_walk
   __u8 process_reported;    // this trace has reported its process as unknown or stale
+  __u8 pad;
   // Frames unwound each way in this trace, added to the metrics once when it ends (a map update per
   // frame would cost more than the frame).
   __u16 native_frames;
   __u16 fp_frames;
-  __u8 pad[6];
+  // Bit 1 << enum unwind_program for each interpreter unwinder that has begun its walk in this trace:
+  // cleared when a trace starts, so that an unwinder knows whether its own scratch is from this trace.
+  __u16 interpreters_started;
+  __u8 pad1[4];
   // The last mapping found in the trie ([mapping_start, mapping_end), empty at the start of a trace):
   // consecutive frames are mostly in the same file, and a trie lookup costs more than a compare.
   __u64 mapping_start;
@@ -408,11 +406,6 @@ struct unwind_state {
   // names an interpreter's unwind program; mapping_interpreter is 0 otherwise.
   __u64 interpreter_lower[INTERPRETER_RANGES];
   __u64 interpreter_upper[INTERPRETER_RANGES];
-  __u64 python_frame; // the next Python frame to emit (PyFrameObject or _PyInterpreterFrame)
-  struct python_proc_info python_info; // the walking process's record, copied when the walk starts
-  // The fields of the frame being recorded, read in one go (one user-memory read instead of one per
-  // field); the slack lets a masked offset load 8 bytes without leaving the array.
-  __u8 python_frame_bytes[PYTHON_FRAME_BYTES + 8];
   __u64 kernel_stack[MAX_KERNEL_FRAMES]; // bpf_get_stack's output before it becomes frames
 };
 

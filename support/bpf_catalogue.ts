@@ -132,13 +132,14 @@ export const BPF_MAPS = {
   pid_page_to_mapping_info: { type: BpfMapType.LpmTrie, keySize: 16, valueSize: 32, maxEntries: 524288 },
   progs: { type: BpfMapType.ProgArray, keySize: 4, valueSize: 4, maxEntries: 9 },
   python_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 40, maxEntries: 4096 },
+  python_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 192, maxEntries: 1 },
   reported_files: { type: BpfMapType.LruHash, keySize: 8, valueSize: 8, maxEntries: 4096 },
   reported_pids: { type: BpfMapType.LruHash, keySize: 4, valueSize: 8, maxEntries: 8192 },
   rule_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 16648, maxEntries: 1 },
   stack_delta_page_to_info: { type: BpfMapType.Hash, keySize: 16, valueSize: 12, maxEntries: 65536 },
   trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 4656, maxEntries: 1 },
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
-  unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 1120, maxEntries: 1 },
+  unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
 } as const;
 
 /** The name of a map of the BPF object. */

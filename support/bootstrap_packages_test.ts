@@ -107,6 +107,24 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
     why: "a program the test compiled",
   },
   {
+    file: /^lib\/interpreter\/python\/test_processes\.ts$/,
+    expression: /^`\$\{dir\}\/\$\{name\}-\$\{link\}`$/,
+    runs: [],
+    why: "a program the test compiled against the system's libpython",
+  },
+  {
+    file: /^tests\/python_record_test\.ts$/,
+    expression: /^`\$\{dir\}\/not-a-snake`$/,
+    runs: ["/usr/bin/python3"],
+    why: "a copy of the system's python3 under another name",
+  },
+  {
+    file: /^lib\/symbolize\/perf_map_file_test\.ts$/,
+    expression: /^prefix\[0\]$/,
+    runs: ["setpriv"],
+    why: "sleep, run as another user through setpriv (a prefix the tests spell)",
+  },
+  {
     file: /^lib\/cli\/record_command\.ts$/,
     expression: /^(args\.command\[0\]|words\[0\]|words\.slice\(1\)\.find\(.*\))$/,
     runs: [],

@@ -7,11 +7,11 @@
 import { libbpf } from "../bpf/libbpf.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { Tracer } from "../record/tracer.ts";
-import type { KernelAddress } from "../types.ts";
+import type { KernelAddress, Pid } from "../types.ts";
 import { ElfFile } from "../elf/elf_file.ts";
 import { readGlibcThreadLayout } from "../interpreter/glibc_threads.ts";
 import { MAX_PYTHON_MINOR, MIN_PYTHON_MINOR } from "../interpreter/python/offsets.ts";
-import { parseProcMaps } from "../process/proc_maps.ts";
+import { readProcMaps } from "../process/proc_maps.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 
 /** The outcome of one check. */
@@ -108,8 +108,9 @@ export function runChecks(): CheckResult[] {
   results.push(attempt("Python frames", false, () => {
     // The BPF Python unwinder finds each thread's interpreter state through glibc's thread-specific data,
     // at offsets the C library publishes for debuggers.
-    const libc = parseProcMaps(readText("/proc/self/maps") ?? "")
-      .find((mapping) => /\/libc\.so\.6$/.test(mapping.path));
+    const libc = readProcMaps(Deno.pid as Pid).mappings?.find((mapping) =>
+      /\/libc\.so\.6$/.test(mapping.path)
+    );
     if (libc === undefined) throw new Error("no glibc in this process: Python frames need glibc");
     using elf = ElfFile.open(libc.path);
     const layout = readGlibcThreadLayout(elf);

@@ -187,12 +187,20 @@ export abstract class InstanceStubs implements Instance {
 export interface Data {
   /**
    * Sets up the runtime for one process that maps the file with load bias `bias` (process address =
-   * ELF virtual address + bias), reading what it needs through `memory`, and writes the process's BPF
-   * record. The instance does not own `memory`: the caller closes it after detaching.
+   * ELF virtual address + bias), reading what it needs through `memory` and `mappings` (the process's
+   * executable mappings as the process manager read them; later reads come through
+   * {@linkcode Instance.synchronizeMappings}), and writes the process's BPF record. The instance does not
+   * own `memory`: the caller closes it after detaching.
    *
    * @throws {RemoteMemoryError} when the process is gone or its memory is unreadable.
    */
-  attach(ebpf: EbpfHandler, pid: Pid, bias: number, memory: RemoteMemory): Instance;
+  attach(
+    ebpf: EbpfHandler,
+    pid: Pid,
+    bias: number,
+    memory: RemoteMemory,
+    mappings: readonly ResolvedMapping[],
+  ): Instance;
 }
 
 /**

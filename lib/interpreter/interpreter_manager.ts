@@ -177,7 +177,7 @@ export class InterpreterManager {
         next.push(kept);
         continue;
       }
-      const attached = this.#attach(pid, mapping.file, claim, bias);
+      const attached = this.#attach(pid, mapping.file, claim, bias, mappings);
       if (attached) next.push(attached);
     }
     for (const old of previous) {
@@ -281,11 +281,17 @@ export class InterpreterManager {
     return null;
   }
 
-  #attach(pid: Pid, file: MappedFile, claim: ClaimedFile, bias: number): Attached | null {
+  #attach(
+    pid: Pid,
+    file: MappedFile,
+    claim: ClaimedFile,
+    bias: number,
+    mappings: readonly ResolvedMapping[],
+  ): Attached | null {
     let memory: RemoteMemory | null = null;
     try {
       memory = RemoteMemory.open(pid, { procRoot: this.#procRoot });
-      const instance = claim.data.attach(this.#ebpf, pid, bias, memory);
+      const instance = claim.data.attach(this.#ebpf, pid, bias, memory, mappings);
       return { file, bias, instance, memory };
     } catch (error) {
       memory?.close();

@@ -36,8 +36,8 @@ import { RootDirectory } from "../sys/root_directory.ts";
 import type { Address, FileId, Pid } from "../types.ts";
 import { fileIdOf } from "./file_id.ts";
 import { mappingIdentity, openMappedFile } from "./mapped_file_opener.ts";
-import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
-import { type ProcessKey, readProcessKey, sameProcess, type StartTicks } from "./process_key.ts";
+import { findMapping, type ProcMapping, readProcMaps } from "./proc_maps.ts";
+import type { StartTicks } from "./process_key.ts";
 
 const logger = getLogger(["omniprof", "process"]);
 
@@ -179,6 +179,11 @@ export class ProcessManager {
     return this.#files.values();
   }
 
+  /** The executable mappings of `pid` as last read (none when it is not tracked or has exited). */
+  mappingsOf(pid: Pid): readonly ResolvedMapping[] {
+    return this.#processes.get(pid)?.mappings ?? [];
+  }
+
   /** The process exec'd: its mappings are new. Read them now, while it runs. */
   onExec(pid: Pid): void {
     this.#sync(pid);
@@ -312,8 +317,8 @@ export class ProcessManager {
 
   #sync(pid: Pid): ProcessState {
     this.stats.syncs++;
-    const { key, text } = this.#readMaps(pid);
-    const gone = text === null;
+    const { key, mappings: read } = readProcMaps(pid, this.#procRoot);
+    const gone = read === null;
     if (gone) this.stats.syncFailures++;
     let previous = this.#processes.get(pid);
     if (
@@ -324,10 +329,10 @@ export class ProcessManager {
       previous = undefined;
     }
     let mappings: ResolvedMapping[] = [];
-    if (text !== null) {
+    if (read !== null) {
       const root: ReadRoot = { pid, directory: undefined, kept: null };
       try {
-        mappings = parseProcMaps(text).map((mapping) => ({
+        mappings = read.map((mapping) => ({
           ...mapping,
           file: this.#fileOf(pid, mapping, root),
         }));
@@ -342,31 +347,6 @@ export class ProcessManager {
     this.#processes.set(pid, state);
     if (!gone) this.#listener?.onMappings(pid, state.mappings);
     return state;
-  }
-
-  /**
-   * The maps of the process holding `pid` and its key (null when procfs has no stat for it), or null
-   * text when it has exited. The start time is read before and after: the same both times says whose
-   * maps they are (a PID that changed hands in between is read again).
-   */
-  #readMaps(pid: Pid): { key: ProcessKey | null; text: string | null } {
-    for (let attempt = 0;; attempt++) {
-      const before = readProcessKey(pid, this.#procRoot);
-      let text: string;
-      try {
-        text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
-      } catch (error) {
-        // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
-        if (!(error instanceof Deno.errors.NotFound)) {
-          logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
-        }
-        return { key: before, text: null };
-      }
-      if (before === null) return { key: null, text };
-      const after = readProcessKey(pid, this.#procRoot);
-      if (sameProcess(before, after)) return { key: after, text };
-      if (attempt > 0) return { key: after, text: null };
-    }
   }
 
   /** The process that held `pid` is gone, though no exit was seen (events lost): drop what it left. */
@@ -522,9 +502,7 @@ export class ProcessManager {
   #vdso(): MappedFile {
     const base = unreadable("[vdso]", "vdso", "[vdso]", "failed");
     try {
-      const own = parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`)).find((m) =>
-        m.path === "[vdso]"
-      );
+      const own = readProcMaps(Deno.pid as Pid, this.#procRoot).mappings?.find((m) => m.path === "[vdso]");
       if (!own) return base;
       const bytes = new Uint8Array(own.end - own.start);
       using memory = Deno.openSync(`${this.#procRoot}/self/mem`);

@@ -4,7 +4,7 @@
  * small number the native unwinder gave it, so the handler translates through `bpfFileIdOf`.
  *
  * Maps written: `interpreter_offsets` (file id -> loop ranges, `struct interpreter_offsets`),
- * `<runtime>_procs` (pid -> the runtime's per-process record, e.g. `python_procs`) and
+ * each runtime's per-process map (pid -> the runtime's record; runtimes.ts names it) and
  * `pid_page_to_mapping_info` (interpreter mappings such as JIT areas).
  *
  * @example
@@ -23,7 +23,7 @@ import type { Prefix } from "../lpm/prefixes.ts";
 import type { FileId, Pid } from "../types.ts";
 import { PidPageMappings } from "../unwind/pid_page_mappings.ts";
 import { InterpreterConstants, interpreterOffsetsLayout } from "../../support/types.ts";
-import { isBpfMapName } from "../../support/bpf_catalogue.ts";
+import { processMapOf, RUNTIMES } from "./runtimes.ts";
 import type { AddressRange, EbpfHandler, InterpreterType } from "./interpreter.ts";
 
 /** Writes interpreter state into the maps of a loaded BPF object. */
@@ -92,11 +92,7 @@ export class BpfEbpfHandler implements EbpfHandler {
   #procMap(type: InterpreterType): BpfMap {
     let map = this.#procMaps.get(type);
     if (map === undefined) {
-      const name = `${type}_procs`;
-      if (!isBpfMapName(name)) {
-        throw new RangeError(`Cannot keep ${type} processes: the BPF object has no ${name}`);
-      }
-      map = this.#object.map(name);
+      map = this.#object.map(processMapOf(RUNTIMES, type));
       this.#procMaps.set(type, map);
     }
     return map;

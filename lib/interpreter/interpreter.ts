@@ -74,11 +74,8 @@ export interface AddressRange {
   readonly end: number;
 }
 
-/** The runtimes that can own per-process BPF data (a subset of the profile's frame kinds). */
-export type InterpreterType = Extract<
-  FrameKind,
-  "python" | "php" | "hotspot" | "ruby" | "perl" | "v8" | "dotnet"
->;
+/** The runtimes that can own per-process BPF data: the frame kinds of interpreters and JIT compilers. */
+export type InterpreterType = Exclude<FrameKind, "kernel" | "native" | "phpjit" | "unknown" | "error">;
 
 /**
  * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the

@@ -40,13 +40,13 @@ import {
   type SymbolizedFrame,
 } from "./interpreter.ts";
 import { RemoteMemory, RemoteMemoryError } from "./remote_memory.ts";
-import { pythonLoader } from "./python/loader.ts";
+import { RUNTIMES } from "./runtimes.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 
 const logger = getLogger(["omniprof", "interpreter"]);
 
-/** The runtimes a session supports unless told otherwise. */
-export const DEFAULT_LOADERS: readonly Loader[] = [pythonLoader];
+/** The loaders a session offers files to unless told otherwise: every runtime's. */
+export const DEFAULT_LOADERS: readonly Loader[] = RUNTIMES.map((runtime) => runtime.loader);
 
 /** How the manager names files to BPF: the native unwinder's file registry. */
 export interface FileIds {

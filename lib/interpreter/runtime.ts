@@ -1,0 +1,51 @@
+/**
+ * What the profiler knows of one runtime (CPython, and the ones to come), in one object that the runtime's
+ * folder exports and {@linkcode RUNTIMES} (runtimes.ts) lists: how its files are recognised, which BPF
+ * program unwinds its frames, where BPF keeps its per-process records, and what `omniprof check` says of
+ * it. Nothing outside the runtime's folder names the runtime; everything else reads these fields.
+ *
+ * @example
+ * ```ts ignore
+ * import type { Runtime } from "../runtime.ts";
+ * export const pythonRuntime: Runtime = {
+ *   name: "python",
+ *   loader: pythonLoader,
+ *   unwinder: { slot: "Python", program: "unwind_python" },
+ *   processMap: "python_procs",
+ * };
+ * ```
+ *
+ * @module
+ */
+import type { Unwinder } from "../bpf/unwind_programs.ts";
+import type { BpfMapName } from "../../support/bpf_catalogue.ts";
+import type { InterpreterType, Loader } from "./interpreter.ts";
+
+/** A runtime's check for `omniprof check`. */
+export interface RuntimeCheck {
+  /** What the line names ("Python frames"). */
+  readonly name: string;
+  /**
+   * What this machine supports of the runtime, in a few words.
+   *
+   * @throws {Error} saying why its frames cannot be had here.
+   */
+  run(): string;
+}
+
+/** One runtime, as the rest of the profiler sees it. */
+export interface Runtime {
+  /** Its frame kind, which names its per-process records too. */
+  readonly name: InterpreterType;
+  /** Recognises the runtime's files (executables, libraries) and reads what is true of each. */
+  readonly loader: Loader;
+  /** Its BPF unwinder and the tail-call slot it fills; null for a runtime whose frames are native. */
+  readonly unwinder: Unwinder | null;
+  /**
+   * The BPF hash map of its per-process records (pid -> record), or null. It fills as processes appear,
+   * so it is allocated on demand where the kernel allows (lib/record/map_allocation.ts).
+   */
+  readonly processMap: BpfMapName | null;
+  /** What `omniprof check` tests for it, if anything beyond the BPF programs loading. */
+  readonly check: RuntimeCheck | null;
+}

@@ -37,7 +37,7 @@
  */
 import { ElfFile } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
-import type { ResolvedMapping } from "../process/process_manager.ts";
+import type { ResolvedMapping } from "../process/mapped_file.ts";
 import type { FrameKind } from "../profile/profile.ts";
 import { RegularFile } from "../sys/regular_file.ts";
 import type { FileId, Pid } from "../types.ts";

@@ -19,7 +19,8 @@
  */
 import type { Unwinder } from "../bpf/unwind_programs.ts";
 import type { BpfMapName } from "../../support/bpf_catalogue.ts";
-import type { InterpreterType, Loader } from "./interpreter.ts";
+import type { LoadSegment } from "../elf/elf_file.ts";
+import type { Data, InterpreterType, Loader } from "./interpreter.ts";
 
 /** A runtime's check for `omniprof check`. */
 export interface RuntimeCheck {
@@ -48,4 +49,13 @@ export interface Runtime {
   readonly processMap: BpfMapName | null;
   /** What `omniprof check` tests for it, if anything beyond the BPF programs loading. */
   readonly check: RuntimeCheck | null;
+}
+
+/** A runtime's claim on one file: what its loader made of the file. */
+export interface RuntimeClaim {
+  readonly runtime: Runtime;
+  /** The runtime's per-file data. */
+  readonly data: Data;
+  /** The file's program headers, for the bias of each process's mapping of it. */
+  readonly segments: readonly LoadSegment[];
 }

@@ -14,7 +14,7 @@
  * @module
  */
 import type { Address, Pid } from "../../types.ts";
-import type { ResolvedMapping } from "../../process/process_manager.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
 import type { AddressRange, Data, EbpfHandler } from "../interpreter.ts";
 import type { GlibcThreadLayout } from "../glibc_threads.ts";
 import type { RemoteMemory } from "../remote_memory.ts";

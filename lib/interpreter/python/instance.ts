@@ -21,7 +21,7 @@
  * @module
  */
 import { getLogger } from "../../log/logger.ts";
-import type { ResolvedMapping } from "../../process/process_manager.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import type { Address, Pid } from "../../types.ts";
 import { FileRefusedError } from "../../sys/regular_file.ts";

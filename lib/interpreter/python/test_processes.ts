@@ -18,7 +18,9 @@
  */
 import { statFields } from "../../process/proc_stat.ts";
 import { asPid, type Pid } from "../../types.ts";
-import { ProcessManager, type ResolvedMapping } from "../../process/process_manager.ts";
+import { FileRegistry } from "../../process/file_registry.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
+import { ProcessManager } from "../../process/process_manager.ts";
 import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { mappingBias } from "../process_libraries.ts";
@@ -343,7 +345,12 @@ export interface AttachedPython extends Disposable {
  */
 export function attachPython(pid: Pid): AttachedPython {
   const ebpf = new MemoryEbpfHandler();
-  const processes = new ProcessManager();
+  const files = new FileRegistry();
+  const processes = new ProcessManager({ files });
+  const close = () => {
+    processes.close();
+    files.close();
+  };
   try {
     processes.onExec(pid);
     const mappings = processes.mappingsOf(pid);
@@ -375,13 +382,13 @@ export function attachPython(pid: Pid): AttachedPython {
         [Symbol.dispose]() {
           instance.detach(ebpf, pid);
           memory.close();
-          processes.close();
+          close();
         },
       };
     }
     throw new Error(`No Python interpreter among the mappings of ${pid}: ${[...tried].join(", ")}`);
   } catch (error) {
-    processes.close();
+    close();
     throw error;
   }
 }

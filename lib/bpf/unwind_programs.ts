@@ -8,7 +8,7 @@
  * ```ts ignore
  * import { fillUnwindPrograms, unwindPrograms } from "./unwind_programs.ts";
  * object.load();
- * fillUnwindPrograms(object, unwindPrograms([{ slot: "Python", program: "unwind_python" }]));
+ * fillUnwindPrograms(object, unwindPrograms(runtimeUnwinders(RUNTIMES)));
  * ```
  *
  * @module

@@ -8,7 +8,7 @@
  * ```ts ignore
  * import { InterpreterOffsets } from "./interpreter_offsets.ts";
  * const offsets = new InterpreterOffsets(object.map("interpreter_offsets"));
- * offsets.update(7, UnwindProgram.Python, [{ start: 0x1000, end: 0x2000 }]);
+ * offsets.update(7, UnwindProgram[runtime.unwinder.slot], [{ start: 0x1000, end: 0x2000 }]);
  * ```
  *
  * @module

@@ -1,17 +1,18 @@
 /**
- * What the profiler knows of one runtime (CPython, and the ones to come), in one object that the runtime's
- * folder exports and {@linkcode RUNTIMES} (runtimes.ts) lists: how its files are recognised, which BPF
- * program unwinds its frames, where BPF keeps its per-process records, and what `omniprof check` says of
- * it. Nothing outside the runtime's folder names the runtime; everything else reads these fields.
+ * What the profiler knows of one runtime, in one object that the runtime's folder exports (its
+ * `runtime.ts`) and the runtime list (runtimes.ts) names: how its files are recognised, which BPF program
+ * unwinds its frames, where BPF keeps its per-process records, and what `omniprof check` says of it.
+ * Nothing outside the runtime's folder names the runtime; everything else reads these fields.
  *
  * @example
  * ```ts ignore
  * import type { Runtime } from "../runtime.ts";
- * export const pythonRuntime: Runtime = {
- *   name: "python",
- *   loader: pythonLoader,
- *   unwinder: { slot: "Python", program: "unwind_python" },
- *   processMap: "python_procs",
+ * export const rubyRuntime: Runtime = {
+ *   name: "ruby",
+ *   loader: rubyLoader,
+ *   unwinder: { slot: "Ruby", program: "unwind_ruby" },
+ *   processMap: "ruby_procs",
+ *   check: null,
  * };
  * ```
  *
@@ -24,7 +25,7 @@ import type { Data, InterpreterType, Loader } from "./interpreter.ts";
 
 /** A runtime's check for `omniprof check`. */
 export interface RuntimeCheck {
-  /** What the line names ("Python frames"). */
+  /** What the line names (`<runtime> frames`). */
   readonly name: string;
   /**
    * What this machine supports of the runtime, in a few words.

@@ -11,7 +11,7 @@
  * import { RuntimeInstances } from "./runtime_instances.ts";
  * const instances = new RuntimeInstances(files, ebpf);
  * let attached = instances.update(pid, [], mappings);
- * const frame = instances.symbolize(pid, attached, { kind: FrameMarker.Python, fileId, addrOrLine });
+ * const frame = instances.symbolize(pid, attached, { kind, fileId, addrOrLine });
  * instances.detach(pid, attached);
  * ```
  *

@@ -1,50 +1,71 @@
 /**
- * NativeUnwinding's bookkeeping of a process's mappings in the pid/page trie, on a real BPF object: a
- * process read again writes only what changed.
+ * The native unwinder's state on a real BPF object: a process's mappings in the pid/page trie (a process
+ * read again writes only what changed), files' stack deltas loaded by page or whole, and full maps.
  */
 import assert from "node:assert/strict";
-import { ProcessManager, type ResolvedMapping } from "../lib/process/process_manager.ts";
+import { FileRegistry } from "../lib/process/file_registry.ts";
+import type { ResolvedMapping } from "../lib/process/mapped_file.ts";
+import { type InstallerMaps, MappingInstaller } from "../lib/process/mapping_installer.ts";
+import { ProcessManager } from "../lib/process/process_manager.ts";
+import type { Data } from "../lib/interpreter/interpreter.ts";
+import type { Runtime } from "../lib/interpreter/runtime.ts";
 import { Tracer } from "../lib/record/tracer.ts";
 import type { Address, Pid } from "../lib/types.ts";
-import { NativeUnwinding } from "../lib/unwind/native_unwinding.ts";
+import { PidPageMappings } from "../lib/unwind/pid_page_mappings.ts";
 import { UnwindProgram } from "../support/types.ts";
 import { tracingTest } from "./helpers.ts";
 import { BpfObject } from "../lib/bpf/object.ts";
 import { bpfObjectBytes } from "../support/bpf_object.ts";
 import { KERNEL_NAMES_PROGRAM } from "../lib/symbolize/bpf_kernel_names.ts";
 
+/** The trie and known-pid set of `object`, as the process manager writes them. */
+function installerMaps(object: BpfObject): InstallerMaps {
+  const trie = new PidPageMappings(object.map("pid_page_to_mapping_info"), object.map("mapping_generation"));
+  return { trie, knownPids: object.map("known_pids") };
+}
+
+/** This process's own executable mappings, resolved against `files` (a host-side process manager). */
+function ownMappings(files: FileRegistry): { mappings: readonly ResolvedMapping[]; done(): void } {
+  const processes = new ProcessManager({ files });
+  processes.onExec(Deno.pid as Pid);
+  return {
+    mappings: processes.mappingsOf(Deno.pid as Pid),
+    // The host side holds its mappings' references too: it gives them back at the process's exit.
+    done: () => processes.onExit(Deno.pid as Pid),
+  };
+}
+
+/** A pid no process has: the entries are only bookkeeping here. */
+const PID = 0x3fff_fff0 as Pid;
+
 Deno.test(tracingTest("a process read again writes only its changed mappings to the trie", () => {
   using tracer = Tracer.start({ frequencyHz: 99, paused: true });
-  const unwinding = new NativeUnwinding(tracer.object, () => UnwindProgram.Native);
-  // This process's own executable mappings, as the process manager resolves them.
-  let mappings: readonly ResolvedMapping[] = [];
-  using processes = new ProcessManager({
-    listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
-  });
-  processes.preloadProcess(Deno.pid as Pid);
+  using files = new FileRegistry({ object: tracer.object, graceMs: 0 });
+  const installer = new MappingInstaller(files, installerMaps(tracer.object));
+  const own = ownMappings(files);
+  const mappings = own.mappings;
   assert.ok(mappings.length >= 3, `${mappings.length} executable mappings of this process`);
-  const pid = 0x3fff_fff0 as Pid; // a pid no process has: the entries are only bookkeeping here
 
-  unwinding.onMappings(pid, mappings);
-  const first = unwinding.stats;
+  let installed = installer.update(PID, [], mappings);
+  const first = installer.stats;
   assert.ok(first.trieEntries > 0);
   assert.equal(first.trieWrites, first.trieEntries, "each prefix written once");
 
-  unwinding.onMappings(pid, mappings);
-  assert.equal(unwinding.stats.trieWrites, first.trieWrites, "the same mappings again: nothing written");
-  assert.equal(unwinding.stats.trieEntries, first.trieEntries);
+  installed = installer.update(PID, installed, mappings);
+  assert.equal(installer.stats.trieWrites, first.trieWrites, "the same mappings again: nothing written");
+  assert.equal(installer.stats.trieEntries, first.trieEntries);
 
   // One mapping gone, then back: only its prefixes are deleted, then written. ([vsyscall], last, lies
   // in kernel space and is never installed.)
   const victim = mappings.findIndex((mapping) => mapping.end < 2 ** 47);
   const without = mappings.filter((_, i) => i !== victim);
-  unwinding.onMappings(pid, without);
-  const removed = unwinding.stats.trieWrites - first.trieWrites;
+  installed = installer.update(PID, installed, without);
+  const removed = installer.stats.trieWrites - first.trieWrites;
   assert.ok(removed > 0 && removed < first.trieWrites, `${removed} deletes of ${first.trieWrites} entries`);
-  assert.equal(unwinding.stats.trieEntries, first.trieEntries - removed);
-  unwinding.onMappings(pid, mappings);
-  assert.equal(unwinding.stats.trieWrites, first.trieWrites + 2 * removed);
-  assert.equal(unwinding.stats.trieEntries, first.trieEntries);
+  assert.equal(installer.stats.trieEntries, first.trieEntries - removed);
+  installed = installer.update(PID, installed, mappings);
+  assert.equal(installer.stats.trieWrites, first.trieWrites + 2 * removed);
+  assert.equal(installer.stats.trieEntries, first.trieEntries);
 
   // A mapping that moved (to an address nothing else maps) is rewritten; the process's exit removes
   // everything.
@@ -55,51 +76,70 @@ Deno.test(tracingTest("a process read again writes only its changed mappings to 
     start: start as Address,
     end: (start + old.end - old.start) as Address,
   }];
-  unwinding.onMappings(pid, moved);
-  assert.ok(unwinding.stats.trieWrites > first.trieWrites + 2 * removed);
-  unwinding.onExit(pid);
-  assert.equal(unwinding.stats.trieEntries, 0);
-  // Every file reference the mappings took was given back with them.
-  assert.equal(unwinding.stats.filesMapped, 0);
+  installed = installer.update(PID, installed, moved);
+  assert.ok(installer.stats.trieWrites > first.trieWrites + 2 * removed);
+  installer.remove(PID, installed);
+  assert.equal(installer.stats.trieEntries, 0);
+  // Every file reference the mappings took was given back with them: after the grace period (none
+  // here), no file has state left.
+  own.done();
+  assert.ok(files.stats.filesMapped > 0, "the files wait out their grace period");
+  files.sweep();
+  assert.equal(files.stats.filesMapped, 0);
 }));
+
+/** A runtime that claims the C library as the home of its interpreter loop. */
+const libcAsInterpreter: Runtime = {
+  name: "python",
+  loader: (ebpf, info) => {
+    if (!/\/libc\.so\.6$/.test(info.fileName)) return null;
+    ebpf.updateInterpreterOffsets(UnwindProgram.Python, info.fileId, [{ start: 0x1000, end: 0x2000 }]);
+    const data: Data = {
+      attach: () => {
+        throw new Error("not attached in this test");
+      },
+    };
+    return data;
+  },
+  unwinder: null,
+  processMap: null,
+  check: null,
+};
 
 Deno.test(
   tracingTest("a large file loads a page at a time, or whole when it holds an interpreter loop", () => {
     using tracer = Tracer.start({ frequencyHz: 99, paused: true });
-    let mappings: readonly ResolvedMapping[] = [];
-    using processes = new ProcessManager({
-      listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
-    });
-    processes.preloadProcess(Deno.pid as Pid);
-    // libc: thousands of FDEs, so a native library of its size is loaded page by page.
-    const libc = mappings.find((mapping) => /\/libc\.so\.6$/.test(mapping.path));
-    assert.ok(libc !== undefined, "this process maps libc.so.6");
-    const pid = 0x3fff_fff0 as Pid;
-    // An ELF address amid libc's code (its text is mapped at the file offset of its ELF address).
-    const address = libc.fileOffset + Math.floor((libc.end - libc.start) / 2);
-
-    const native = new NativeUnwinding(tracer.object, () => UnwindProgram.Native);
-    native.onMappings(pid, mappings);
-    const nativeId = native.idOf(libc.file)!;
-    native.onFileNeeded(nativeId, address);
-    assert.equal(native.stats.pagesLoaded, 1, "one page of libc");
-    const pageBytes = native.stats.deltaBytes;
-    assert.ok(pageBytes > 0, "the page has rows");
-    native.onExit(pid);
-
-    // The same library as the home of an interpreter's loop: every page at the first need.
-    const interpreted = new NativeUnwinding(
-      tracer.object,
-      (file) => file.key === libc.file.key ? UnwindProgram.Python : UnwindProgram.Native,
-    );
-    interpreted.onMappings(pid, mappings);
-    interpreted.onFileNeeded(interpreted.idOf(libc.file)!, address);
-    assert.equal(interpreted.stats.pagesLoaded, 0, "no page loaded alone");
-    assert.ok(
-      interpreted.stats.deltaBytes > 4 * pageBytes,
-      `the whole table (${interpreted.stats.deltaBytes} bytes) against one page (${pageBytes})`,
-    );
-    interpreted.onExit(pid);
+    const bytes: number[] = [];
+    for (const runtimes of [[], [libcAsInterpreter]]) {
+      using files = new FileRegistry({ object: tracer.object, runtimes, graceMs: 0 });
+      const own = ownMappings(files);
+      // libc: thousands of FDEs, so a native library of its size is loaded page by page.
+      const libc = own.mappings.find((mapping) => /\/libc\.so\.6$/.test(mapping.path));
+      assert.ok(libc !== undefined, "this process maps libc.so.6");
+      // An ELF address amid libc's code (its text is mapped at the file offset of its ELF address).
+      const address = libc.fileOffset + Math.floor((libc.end - libc.start) / 2);
+      const use = files.acquire(libc.file)!;
+      files.onFileNeeded(use.bpfId, address);
+      if (runtimes.length === 0) {
+        assert.equal(use.program, UnwindProgram.Native);
+        assert.equal(files.stats.pagesLoaded, 1, "one page of libc");
+        assert.ok(files.stats.deltaBytes > 0, "the page has rows");
+      } else {
+        // The same library as the home of an interpreter's loop: every page at the first need.
+        assert.equal(use.program, UnwindProgram.Python);
+        assert.equal(files.stats.pagesLoaded, 0, "no page loaded alone");
+        assert.ok(files.stats.filesLoaded >= 1 && files.stats.deltaBytes > 0);
+      }
+      bytes.push(files.stats.deltaBytes);
+      files.release(libc.file);
+      own.done();
+      files.sweep();
+      // The rows go back; the rules they used stay in the array all files share.
+      assert.ok(files.stats.deltaBytes < bytes.at(-1)!, "unloaded: its rows given back");
+      assert.equal(files.stats.filesMapped, 0);
+    }
+    const [page, whole] = bytes as [number, number];
+    assert.ok(whole > 4 * page, `the whole table (${whole} bytes) against one page (${page})`);
   }),
 );
 
@@ -111,33 +151,32 @@ Deno.test(tracingTest("full BPF maps leave processes and files to frame pointers
   object.map("stack_delta_page_to_info").setMaxEntries(2);
   object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
   object.load();
-  const unwinding = new NativeUnwinding(object, () => UnwindProgram.Native);
-  let mappings: readonly ResolvedMapping[] = [];
-  using processes = new ProcessManager({
-    listener: { onMappings: (_pid, seen) => mappings = seen, onExit: () => {} },
-  });
-  processes.preloadProcess(Deno.pid as Pid);
+  using files = new FileRegistry({ object });
+  const installer = new MappingInstaller(files, installerMaps(object));
+  const own = ownMappings(files);
+  const mappings = own.mappings;
   const pids = [0x3fff_fff0 as Pid, 0x3fff_fff1 as Pid];
-  for (const pid of pids) unwinding.onMappings(pid, mappings);
-  assert.ok(unwinding.stats.mappingsNotInstalled > 0, "the trie ran out of room");
+  const installed = pids.map((pid) => installer.update(pid, [], mappings));
+  assert.ok(installer.stats.mappingsNotInstalled > 0, "the trie ran out of room");
   const libc = mappings.find((mapping) => /\/libc\.so\.6$/.test(mapping.path))!;
-  const id = unwinding.idOf(libc.file)!;
+  const id = files.acquire(libc.file)!.bpfId;
   for (const share of [0.1, 0.3, 0.5, 0.7]) {
-    unwinding.onFileNeeded(id, libc.fileOffset + Math.floor((libc.end - libc.start) * share));
+    files.onFileNeeded(id, libc.fileOffset + Math.floor((libc.end - libc.start) * share));
   }
-  assert.ok(unwinding.stats.filesFailed > 0, "pages past the map's room failed");
-  for (const pid of pids) unwinding.onExit(pid);
-  assert.equal(unwinding.stats.trieEntries, 0, "no partly installed mapping was left in the trie");
+  assert.ok(files.stats.filesFailed > 0, "pages past the map's room failed");
+  pids.forEach((pid, i) => installer.remove(pid, installed[i]!));
+  assert.equal(installer.stats.trieEntries, 0, "no partly installed mapping was left in the trie");
+  files.release(libc.file);
+  own.done();
 
   // A file whose pages do not all fit is not loaded at all: the two it wrote are taken back, so a small
-  // library fits afterwards.
-  unwinding.onMappings(pids[0]!, mappings);
-  const failed = unwinding.stats.filesFailed;
-  unwinding.onPreload(libc.file);
-  assert.equal(unwinding.stats.filesFailed, failed + 1, "libc's 20-odd pages did not fit");
+  // library fits afterwards. (Its pages of before were unloaded with it at the grace period's end.)
+  files.sweep(performance.now() + 60_000);
+  const failed = files.stats.filesFailed;
+  files.preload(libc.file);
+  assert.equal(files.stats.filesFailed, failed + 1, "libc's 20-odd pages did not fit");
   const small = mappings.find((mapping) => /\/lib(dl|pthread|rt)\.so/.test(mapping.path));
   assert.ok(small !== undefined, "this process maps a small glibc stub library");
-  unwinding.onPreload(small.file);
-  assert.equal(unwinding.stats.filesFailed, failed + 1, `${small.path} fits`);
-  unwinding.onExit(pids[0]!);
+  files.preload(small.file);
+  assert.equal(files.stats.filesFailed, failed + 1, `${small.path} fits`);
 }));

@@ -10,6 +10,7 @@
  * @module
  */
 import { ElfFile } from "../lib/elf/elf_file.ts";
+import { FileRegistry } from "../lib/process/file_registry.ts";
 import { ProcessManager } from "../lib/process/process_manager.ts";
 import { NativeSymbolizer } from "../lib/symbolize/native.ts";
 import type { Address, Pid } from "../lib/types.ts";
@@ -34,9 +35,10 @@ if (import.meta.main) {
     console.error("usage: read_mapped_file.ts PID SUBSTRING [VADDR]");
     Deno.exit(2);
   }
-  using processes = new ProcessManager();
+  using files = new FileRegistry();
+  using processes = new ProcessManager({ files });
   processes.onExec(Number(pidText) as Pid);
-  const file = [...processes.files()].find((candidate) => candidate.path.includes(substring));
+  const file = [...files.files()].find((candidate) => candidate.path.includes(substring));
   const symbols: string[] = [];
   if (file?.readable) {
     using elf = ElfFile.fromFile(file.open(), file.path);
@@ -58,8 +60,8 @@ if (import.meta.main) {
     key: file?.key ?? "",
     readable: file?.readable ?? false,
     refusal: file?.refusal ?? null,
-    filesOpened: processes.stats.filesOpened,
-    filesRefused: processes.stats.filesRefused,
+    filesOpened: files.stats.filesOpened,
+    filesRefused: files.stats.filesRefused,
     symbols,
     symbolized,
   };

@@ -23,6 +23,9 @@ export function isMapFull(error: unknown): boolean {
   return error instanceof LibbpfError && (error.errno === E2BIG || error.errno === ENOSPC);
 }
 
+/** What writers of a map's entries need of it (tests give them a map held in memory). */
+export type MapWriter = Pick<BpfMap, "update" | "delete">;
+
 /** One map of a {@linkcode BpfObject}; owned by the object, which closes it. */
 export class BpfMap {
   readonly name: string;

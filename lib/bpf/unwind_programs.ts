@@ -1,13 +1,14 @@
 /**
  * The tail-call table `progs`: which program unwinds each kind of frame. BPF jumps through it by the slots
- * of `enum unwind_program` (bpf/types.h), which support/types.ts generates as `UnwindProgram`; the tracer
- * fills it from {@linkcode UNWIND_PROGRAMS} alone, so a runtime's unwinder is one line there.
+ * of `enum unwind_program` (bpf/types.h), which support/types.ts generates as `UnwindProgram`. The
+ * profiler's own slots are listed here; each runtime brings its own (lib/interpreter/runtimes.ts), and the
+ * tracer fills the table from both lists alone.
  *
  * @example
  * ```ts ignore
- * import { fillUnwindPrograms } from "./unwind_programs.ts";
+ * import { fillUnwindPrograms, unwindPrograms } from "./unwind_programs.ts";
  * object.load();
- * fillUnwindPrograms(object);
+ * fillUnwindPrograms(object, unwindPrograms(runtimeUnwinders(RUNTIMES)));
  * ```
  *
  * @module
@@ -20,37 +21,49 @@ import { UnwindProgram } from "../../support/types.ts";
 /** A slot of the table: a value of `enum unwind_program` other than the count. */
 export type UnwindSlot = Exclude<keyof typeof UnwindProgram, "Count">;
 
-/** The program in each filled slot of the table; a slot left out ends the trace when jumped to. */
-export const UNWIND_PROGRAMS = {
-  Stop: "unwind_stop",
-  Native: "unwind_native",
-  Python: "unwind_python",
-} as const satisfies Partial<Record<UnwindSlot, BpfProgramName>>;
+/** A program and the slot it fills. */
+export interface Unwinder {
+  readonly slot: UnwindSlot;
+  readonly program: BpfProgramName;
+}
+
+/** The slots every session fills: the native unwinder and the program that ends a trace. */
+export const NATIVE_UNWINDERS: readonly Unwinder[] = [
+  { slot: "Stop", program: "unwind_stop" },
+  { slot: "Native", program: "unwind_native" },
+];
 
 // Slots and program descriptors are u32 in the table (u32Key): a change in bpf/ is a type error here.
 BPF_MAPS.progs.keySize satisfies 4;
 BPF_MAPS.progs.valueSize satisfies 4;
 
 /** A filled slot of the table, its index in it, and its program. */
-export interface UnwindProgramEntry {
-  slot: keyof typeof UNWIND_PROGRAMS;
-  index: number;
-  program: BpfProgramName;
+export interface UnwindProgramEntry extends Unwinder {
+  readonly index: number;
 }
 
-/** The filled slots of the table. */
-export function unwindPrograms(): UnwindProgramEntry[] {
-  return (Object.keys(UNWIND_PROGRAMS) as (keyof typeof UNWIND_PROGRAMS)[]).map((slot) => ({
-    slot,
-    index: UnwindProgram[slot],
-    program: UNWIND_PROGRAMS[slot],
-  }));
+/**
+ * The filled slots of the table: the native ones and `runtimeUnwinders`; a slot left out ends the trace
+ * when jumped to.
+ *
+ * @throws {RangeError} when two programs claim one slot.
+ */
+export function unwindPrograms(runtimeUnwinders: readonly Unwinder[]): UnwindProgramEntry[] {
+  const entries: UnwindProgramEntry[] = [];
+  for (const { slot, program } of [...NATIVE_UNWINDERS, ...runtimeUnwinders]) {
+    const taken = entries.find((entry) => entry.slot === slot);
+    if (taken !== undefined) {
+      throw new RangeError(`Cannot put ${program} in slot ${slot}: ${taken.program} is there`);
+    }
+    entries.push({ slot, index: UnwindProgram[slot], program });
+  }
+  return entries;
 }
 
-/** Puts every program of {@linkcode UNWIND_PROGRAMS} in its slot of the loaded `object`'s table. */
-export function fillUnwindPrograms(object: BpfObject): void {
+/** Puts every program of `entries` in its slot of the loaded `object`'s table. */
+export function fillUnwindPrograms(object: BpfObject, entries: readonly UnwindProgramEntry[]): void {
   const progs = object.map("progs");
-  for (const { index, program } of unwindPrograms()) {
+  for (const { index, program } of entries) {
     progs.update(u32Key(index), u32Key(object.program(program).fd));
   }
 }

@@ -1,67 +1,17 @@
 import assert from "node:assert/strict";
-import { libbpf, LibbpfError } from "./libbpf.ts";
-import { u32Key } from "./map.ts";
-import { BpfObject } from "./object.ts";
-import { fillUnwindPrograms, UNWIND_PROGRAMS, unwindPrograms } from "./unwind_programs.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
-import { BPF_MAPS, BPF_PROGRAMS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
+import { NATIVE_UNWINDERS, unwindPrograms } from "./unwind_programs.ts";
 import { UnwindProgram } from "../../support/types.ts";
-import { tracingTest } from "../../tests/helpers.ts";
 
-/** The program sampling starts with, which jumps through the table: its programs must be of its type. */
-const ENTRY: BpfProgramName = "sample_cpu";
-
-Deno.test("unwindPrograms() fills distinct slots of the table with programs of the sampler's type", () => {
-  const filled = unwindPrograms();
-  assert.deepEqual(filled.map(({ slot }) => slot), Object.keys(UNWIND_PROGRAMS));
-  assert.equal(new Set(filled.map(({ index }) => index)).size, filled.length);
-  for (const { slot, index, program } of filled) {
-    assert.equal(index, UnwindProgram[slot], slot);
-    assert.equal(program, UNWIND_PROGRAMS[slot], slot);
-    assert.ok(
-      index < BPF_MAPS.progs.maxEntries,
-      `${program} in slot ${index} of ${BPF_MAPS.progs.maxEntries}`,
-    );
-    assert.equal(BPF_PROGRAMS[program].type, BPF_PROGRAMS[ENTRY].type, program);
-  }
+Deno.test("unwindPrograms() puts the native programs and the runtimes' in the slots they name", () => {
+  const entries = unwindPrograms([{ slot: "Python", program: "unwind_python" }]);
+  assert.deepEqual(entries.map(({ slot }) => slot), [...NATIVE_UNWINDERS.map(({ slot }) => slot), "Python"]);
+  for (const { slot, index } of entries) assert.equal(index, UnwindProgram[slot], slot);
+  assert.deepEqual(entries.at(-1), { slot: "Python", program: "unwind_python", index: UnwindProgram.Python });
 });
 
-Deno.test("every program of the sampler's type is the sampler or in the table (none is left unreachable)", () => {
-  const listed = new Set<string>(unwindPrograms().map(({ program }) => program));
-  const sameType = (Object.keys(BPF_PROGRAMS) as BpfProgramName[])
-    .filter((name) => name !== ENTRY && BPF_PROGRAMS[name].type === BPF_PROGRAMS[ENTRY].type);
-  assert.ok(sameType.length >= 3, sameType.join(", "));
-  for (const name of sameType) assert.ok(listed.has(name), `${name} is in no slot of the table`);
-});
-
-/** The kernel's id of a loaded program (struct bpf_prog_info: type at byte 0, id at byte 4). */
-function programId(fd: number): number {
-  const info = new Uint8Array(256);
-  const length = new Uint32Array([info.length]);
-  const result = libbpf().fn.bpf_obj_get_info_by_fd(fd, info, new Uint8Array(length.buffer));
-  if (result < 0) throw new LibbpfError(`get the information on program fd ${fd}`, -result);
-  return new DataView(info.buffer).getUint32(4, true);
-}
-
-Deno.test(tracingTest("fillUnwindPrograms() puts each listed program in its slot, and nothing else", () => {
-  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
-  // Not jumped to; it needs a kernel of 5.14 or later.
-  object.program("name_kernel_addresses").setAutoload(false);
-  object.load();
-  fillUnwindPrograms(object);
-  const progs = object.map("progs");
-  // Read from user space, a slot of a program array holds the id of its program.
-  const value = new Uint32Array(1);
-  const filled = new Map<number, number>();
-  for (let slot = 0; slot < progs.maxEntries; slot++) {
-    if (progs.lookup(u32Key(slot), new Uint8Array(value.buffer))) filled.set(slot, value[0]!);
-  }
-  const expected = new Map<number, number>(
-    Object.entries(UNWIND_PROGRAMS).map(([slot, program]) => [
-      UnwindProgram[slot as keyof typeof UNWIND_PROGRAMS],
-      programId(object.program(program).fd),
-    ]),
+Deno.test("unwindPrograms() refuses two programs in one slot", () => {
+  assert.throws(
+    () => unwindPrograms([{ slot: "Native", program: "unwind_python" }]),
+    /Cannot put unwind_python in slot Native: unwind_native is there/,
   );
-  assert.ok(expected.size >= 3 && expected.has(UnwindProgram.Native), `${expected.size} programs listed`);
-  assert.deepEqual(filled, expected);
-}));
+});

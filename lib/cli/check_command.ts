@@ -8,10 +8,7 @@ import { libbpf } from "../bpf/libbpf.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { Tracer } from "../record/tracer.ts";
 import type { KernelAddress } from "../types.ts";
-import { ElfFile } from "../elf/elf_file.ts";
-import { readGlibcThreadLayout } from "../interpreter/glibc_threads.ts";
-import { MAX_PYTHON_MINOR, MIN_PYTHON_MINOR } from "../interpreter/python/offsets.ts";
-import { parseProcMaps } from "../process/proc_maps.ts";
+import { RUNTIMES } from "../interpreter/runtimes.ts";
 import { currentCapabilities, missingTracingCapabilities } from "../sys/capabilities.ts";
 
 /** The outcome of one check. */
@@ -105,20 +102,9 @@ export function runChecks(): CheckResult[] {
     }
     return "/proc/kallsyms readable";
   }));
-  results.push(attempt("Python frames", false, () => {
-    // The BPF Python unwinder finds each thread's interpreter state through glibc's thread-specific data,
-    // at offsets the C library publishes for debuggers.
-    const libc = parseProcMaps(readText("/proc/self/maps") ?? "")
-      .find((mapping) => /\/libc\.so\.6$/.test(mapping.path));
-    if (libc === undefined) throw new Error("no glibc in this process: Python frames need glibc");
-    using elf = ElfFile.open(libc.path);
-    const layout = readGlibcThreadLayout(elf);
-    if (layout === null) {
-      throw new Error(`${libc.path} has no thread descriptors (_thread_db_*): Python frames unavailable`);
-    }
-    return `CPython 3.${MIN_PYTHON_MINOR}-3.${MAX_PYTHON_MINOR} ` +
-      `(thread states through ${libc.path}'s thread-specific data at offset ${layout.tsd.offset})`;
-  }));
+  for (const runtime of RUNTIMES) {
+    if (runtime.check !== null) results.push(attempt(runtime.check.name, false, () => runtime.check!.run()));
+  }
   return results;
 }
 

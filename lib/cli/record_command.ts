@@ -88,7 +88,7 @@ function programFiles(name: string, depth = 0): string[] {
   try {
     elf = ElfFile.open(executable);
   } catch {
-    // A script: prepare its interpreter instead (one level: `#!/usr/bin/env python3` -> python3).
+    // A script: prepare its interpreter instead (one level: `#!/usr/bin/env NAME` -> NAME).
     const interpreter = depth === 0 ? scriptInterpreter(executable) : null;
     return interpreter === null ? [] : programFiles(interpreter, depth + 1);
   }

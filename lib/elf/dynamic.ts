@@ -4,7 +4,7 @@
  *
  * @example
  * ```ts ignore
- * using elf = ElfFile.open("/usr/bin/python3");
+ * using elf = ElfFile.open("/usr/bin/ls");
  * neededLibraries(elf); // ["libm.so.6", "libz.so.1", ..., "libc.so.6"]
  * ```
  *

@@ -1,65 +1,59 @@
 /**
- * The {@linkcode EbpfHandler} of a real session: what interpreter plug-ins tell BPF goes into the maps of
- * the loaded BPF object. Plug-ins name files by content ({@linkcode FileId}); BPF knows a file by the
- * small number the native unwinder gave it, so the handler translates through `bpfFileIdOf`.
- *
- * Maps written: `interpreter_offsets` (file id -> loop ranges, `struct interpreter_offsets`),
- * `<runtime>_procs` (pid -> the runtime's per-process record, e.g. `python_procs`) and
- * `pid_page_to_mapping_info` (interpreter mappings such as JIT areas).
+ * The {@linkcode EbpfHandler} of a real session: what runtime instances tell BPF goes into the maps of the
+ * loaded BPF object. Per-process records go to each runtime's per-process map (runtimes.ts names it) and a
+ * runtime's areas (JIT code) to the `pid_page_to_mapping_info` trie, through the process manager's one
+ * trie writer. What concerns a file (its interpreter loop) goes to the file registry, which owns file
+ * state and translates the content ids plug-ins use into the ids BPF knows files by.
  *
  * @example
  * ```ts ignore
  * import { BpfEbpfHandler } from "./bpf_ebpf_handler.ts";
- * const ebpf = new BpfEbpfHandler(tracer.object, (fileId) => ids.get(fileId));
- * pythonLoader(ebpf, info);
+ * const ebpf = new BpfEbpfHandler(object, trie, files, RUNTIMES);
+ * const instance = data.attach(ebpf, pid, bias, memory, mappings);
  * ```
  *
  * @module
  */
 import type { BpfMap } from "../bpf/map.ts";
-import { u32Key, u64Key, writeU64 } from "../bpf/map.ts";
+import { u32Key } from "../bpf/map.ts";
 import type { BpfObject } from "../bpf/object.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { FileId, Pid } from "../types.ts";
-import { PidPageMappings } from "../unwind/pid_page_mappings.ts";
-import { InterpreterConstants, interpreterOffsetsLayout } from "../../support/types.ts";
-import { isBpfMapName } from "../../support/bpf_catalogue.ts";
+import type { PidPageMappings } from "../unwind/pid_page_mappings.ts";
 import type { AddressRange, EbpfHandler, InterpreterType } from "./interpreter.ts";
+import type { Runtime } from "./runtime.ts";
+import { processMapOf } from "./runtimes.ts";
 
-/** Writes interpreter state into the maps of a loaded BPF object. */
+/** What the handler needs of the file registry. */
+export interface BpfFiles {
+  /** The id BPF knows the file with content `fileId` by, if it is known. */
+  bpfIdOf(fileId: FileId): number | undefined;
+  updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void;
+  deleteInterpreterOffsets(fileId: FileId): void;
+}
+
+/** Writes runtime state into the maps of a loaded BPF object. */
 export class BpfEbpfHandler implements EbpfHandler {
-  #object: BpfObject;
-  #bpfFileIdOf: (fileId: FileId) => number | undefined;
-  #offsets: BpfMap;
-  #trie: PidPageMappings;
-  #procMaps = new Map<InterpreterType, BpfMap>();
+  readonly #object: BpfObject;
+  readonly #trie: PidPageMappings;
+  readonly #files: BpfFiles;
+  readonly #runtimes: readonly Runtime[];
+  readonly #procMaps = new Map<InterpreterType, BpfMap>();
 
-  /** `bpfFileIdOf` gives the native unwinder's id of a file (undefined: the file is not registered). */
-  constructor(object: BpfObject, bpfFileIdOf: (fileId: FileId) => number | undefined) {
+  /** `trie` is the session's one writer of the trie; `runtimes` name the per-process maps. */
+  constructor(object: BpfObject, trie: PidPageMappings, files: BpfFiles, runtimes: readonly Runtime[]) {
     this.#object = object;
-    this.#bpfFileIdOf = bpfFileIdOf;
-    this.#offsets = object.map("interpreter_offsets");
-    this.#trie = new PidPageMappings(
-      object.map("pid_page_to_mapping_info"),
-      object.map("mapping_generation"),
-    );
+    this.#trie = trie;
+    this.#files = files;
+    this.#runtimes = runtimes;
   }
 
   updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void {
-    const L = interpreterOffsetsLayout;
-    if (ranges.length > InterpreterConstants.InterpreterRanges) {
-      throw new RangeError(
-        `Cannot store ${ranges.length} interpreter ranges: BPF holds ${InterpreterConstants.InterpreterRanges}`,
-      );
-    }
-    const value = new Uint8Array(L.sizeof);
-    const view = new DataView(value.buffer);
-    ranges.forEach((range, i) => {
-      writeU64(view, L.lower.offset + i * L.lower.elementSize, range.start);
-      writeU64(view, L.upper.offset + i * L.upper.elementSize, range.end);
-    });
-    view.setUint8(L.program.offset, program);
-    this.#offsets.update(u64Key(this.#bpfId(fileId)), value);
+    this.#files.updateInterpreterOffsets(program, fileId, ranges);
+  }
+
+  deleteInterpreterOffsets(fileId: FileId): void {
+    this.#files.deleteInterpreterOffsets(fileId);
   }
 
   updateProcData(type: InterpreterType, pid: Pid, data: Uint8Array): void {
@@ -71,32 +65,19 @@ export class BpfEbpfHandler implements EbpfHandler {
   }
 
   updatePidInterpreterMapping(pid: Pid, prefix: Prefix, program: number, fileId: FileId, bias: number): void {
-    this.#trie.installPrefix(pid, prefix, this.#bpfId(fileId), bias, program);
+    const bpfId = this.#files.bpfIdOf(fileId);
+    if (bpfId === undefined) throw new RangeError(`Cannot name file ${fileId} to BPF: it is not registered`);
+    this.#trie.installPrefix(pid, prefix, bpfId, bias, program);
   }
 
   deletePidInterpreterMapping(pid: Pid, prefix: Prefix): void {
     this.#trie.remove(pid, [prefix]);
   }
 
-  deleteInterpreterOffsets(fileId: FileId): void {
-    const id = this.#bpfFileIdOf(fileId);
-    if (id !== undefined) this.#offsets.delete(u64Key(id));
-  }
-
-  #bpfId(fileId: FileId): number {
-    const id = this.#bpfFileIdOf(fileId);
-    if (id === undefined) throw new RangeError(`Cannot name file ${fileId} to BPF: it is not registered`);
-    return id;
-  }
-
   #procMap(type: InterpreterType): BpfMap {
     let map = this.#procMaps.get(type);
     if (map === undefined) {
-      const name = `${type}_procs`;
-      if (!isBpfMapName(name)) {
-        throw new RangeError(`Cannot keep ${type} processes: the BPF object has no ${name}`);
-      }
-      map = this.#object.map(name);
+      map = this.#object.map(processMapOf(this.#runtimes, type));
       this.#procMaps.set(type, map);
     }
     return map;

@@ -9,7 +9,7 @@
  * ```ts ignore
  * import { ElfFile } from "../elf/elf_file.ts";
  * import { findElfSymbols, readElfBytes } from "./elf_symbols.ts";
- * using elf = ElfFile.open(libpythonPath);
+ * using elf = ElfFile.open(libraryPath);
  * const found = findElfSymbols(elf, ["Py_Version"]);
  * const version = readElfBytes(elf, found.get("Py_Version")!.value, 4);
  * ```

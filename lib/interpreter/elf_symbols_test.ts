@@ -2,12 +2,13 @@ import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
 import { findElfSymbols, readElfBytes, STT_FUNC, STT_OBJECT, STT_TLS } from "./elf_symbols.ts";
 import { findProcessLibraries } from "./process_libraries.ts";
+import { openableMappings } from "../testing/process_mappings.ts";
 import { asPid } from "../types.ts";
 import { bootstrapped, programs, requiring } from "../testing/requirements.ts";
 
 const decoder = new TextDecoder();
 
-const libc = findProcessLibraries(asPid(Deno.pid)).libc;
+const libc = findProcessLibraries(openableMappings(asPid(Deno.pid))).libc;
 const needs = [programs("readelf"), bootstrapped(libc === null ? "this process maps no libc" : null)];
 
 interface ReadelfSymbol {

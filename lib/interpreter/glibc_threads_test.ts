@@ -11,6 +11,7 @@ import {
   verifyFirstBlock,
 } from "./glibc_threads.ts";
 import { findProcessLibraries, mappingBias } from "./process_libraries.ts";
+import { openableMappings } from "../testing/process_mappings.ts";
 import { RemoteMemory } from "./remote_memory.ts";
 import { bootstrapped, requiring } from "../testing/requirements.ts";
 
@@ -29,7 +30,7 @@ const lib = Deno.dlopen("libc.so.6", {
 globalThis.addEventListener("unload", () => lib.close());
 
 const self = asPid(Deno.pid);
-const libraries = findProcessLibraries(self);
+const libraries = findProcessLibraries(openableMappings(self));
 const libcPath = libraries.libc?.path;
 const isGlibc = (() => {
   if (libcPath === undefined) return false;

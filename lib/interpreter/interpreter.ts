@@ -1,24 +1,27 @@
 /**
- * The interpreter plug-in interface: how a language runtime (CPython, and later others) teaches the
- * profiler to unwind and name its frames. A plug-in is one folder under `lib/interpreter/` plus one BPF
- * program; the process manager and the BPF maps know nothing of any runtime.
+ * The interpreter plug-in interface: how a language runtime teaches the profiler to unwind and name its
+ * frames. A runtime is one folder under `lib/interpreter/` (README.md there has the checklist), one BPF
+ * program, and one line in the runtime list (runtimes.ts); the process manager, the file registry and the
+ * BPF maps know no runtime by name.
  *
  * Life cycle, for each process the profiler sees:
  *
- * 1. **Loader, per executable or library mapping.** The process manager calls every configured
- *    {@linkcode Loader} with a {@linkcode LoaderInfo} for each file a process maps executable. A loader
- *    that recognises its runtime (by name, symbols, version data) returns a {@linkcode Data}; otherwise
- *    null. It also tells BPF where the runtime's interpreter loop lies in the file
- *    ({@linkcode EbpfHandler.updateInterpreterOffsets}), so the native unwinder hands frames in those
- *    ranges to the runtime's unwinder.
+ * 1. **Loader, per executable or library file.** The file registry (lib/process/file_registry.ts) offers
+ *    each file that processes map executable to every runtime's {@linkcode Loader}, with a
+ *    {@linkcode LoaderInfo}, the first time a process maps it. A loader that recognises its runtime (by
+ *    symbols, version data) returns a {@linkcode Data}; otherwise null. It also declares where the
+ *    runtime's interpreter loop lies in the file ({@linkcode EbpfHandler.updateInterpreterOffsets}); the
+ *    registry writes that to BPF, so the native unwinder hands frames in those ranges to the runtime's
+ *    unwinder.
  * 2. **Data, per file.** What is true of the file whatever process maps it: the version, symbol
- *    addresses, struct offsets from tables. The process manager caches it by file id, so a file mapped
- *    by a thousand processes is analysed once.
+ *    addresses, struct offsets from tables. The registry keeps it with the file's other state while any
+ *    process maps the file, so a file mapped by a thousand processes is analysed once.
  * 3. **Instance, per process.** {@linkcode Data.attach} adds what is true of one process: the load bias,
  *    offsets the runtime publishes in its own memory, thread-lookup keys. It writes the per-process record
- *    the BPF unwinder reads ({@linkcode EbpfHandler.updateProcData}). The instance then symbolizes the
- *    frames BPF recorded for that process (reading the process's memory while it lives) and reports
- *    metrics; {@linkcode Instance.detach} removes its BPF state when the process exits or execs.
+ *    the BPF unwinder reads ({@linkcode EbpfHandler.updateProcData}). The process manager keeps the
+ *    instance with the process's other state, tells it of every new reading of the process's mappings,
+ *    and has it symbolize the frames BPF recorded for that process (reading the process's memory while it
+ *    lives); {@linkcode Instance.detach} removes its BPF state when the process exits or execs.
  *
  * Plug-ins touch BPF maps only through {@linkcode EbpfHandler}; tests and host-only tools use
  * {@linkcode MemoryEbpfHandler} from `memory_ebpf_handler.ts`.
@@ -26,18 +29,17 @@
  * @example
  * ```ts ignore
  * import { LoaderInfo } from "./interpreter.ts";
- * import { pythonLoader } from "./python/loader.ts";
  * using info = new LoaderInfo({ fileId, fileName: mapping.path, open: () => file.open() });
- * const data = pythonLoader(ebpf, info); // null: not a Python interpreter
- * const instance = data?.attach(ebpf, pid, bias, RemoteMemory.open(pid));
- * const frame = instance?.symbolize({ kind: FrameMarker.Python, fileId, addrOrLine });
+ * const data = runtime.loader(ebpf, info); // null: not this runtime's file
+ * const instance = data?.attach(ebpf, pid, bias, RemoteMemory.open(pid), mappings);
+ * const frame = instance?.symbolize({ kind, fileId, addrOrLine });
  * ```
  *
  * @module
  */
 import { ElfFile } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
-import type { ResolvedMapping } from "../process/process_manager.ts";
+import type { ResolvedMapping } from "../process/mapped_file.ts";
 import type { FrameKind } from "../profile/profile.ts";
 import { RegularFile } from "../sys/regular_file.ts";
 import type { FileId, Pid } from "../types.ts";
@@ -74,11 +76,8 @@ export interface AddressRange {
   readonly end: number;
 }
 
-/** The runtimes that can own per-process BPF data (a subset of the profile's frame kinds). */
-export type InterpreterType = Extract<
-  FrameKind,
-  "python" | "php" | "hotspot" | "ruby" | "perl" | "v8" | "dotnet"
->;
+/** The runtimes that can own per-process BPF data: the frame kinds of interpreters and JIT compilers. */
+export type InterpreterType = Exclude<FrameKind, "kernel" | "native" | "phpjit" | "unknown" | "error">;
 
 /**
  * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the
@@ -136,7 +135,7 @@ export interface SymbolizedFrame {
   readonly line: number;
 }
 
-/** One counter an instance reports; `id` is dotted, e.g. `python.code_cache.hits`. */
+/** One counter an instance reports; `id` is dotted, the runtime's name first (`<runtime>.code_cache.hits`). */
 export interface Metric {
   readonly id: string;
   readonly value: number;
@@ -187,12 +186,20 @@ export abstract class InstanceStubs implements Instance {
 export interface Data {
   /**
    * Sets up the runtime for one process that maps the file with load bias `bias` (process address =
-   * ELF virtual address + bias), reading what it needs through `memory`, and writes the process's BPF
-   * record. The instance does not own `memory`: the caller closes it after detaching.
+   * ELF virtual address + bias), reading what it needs through `memory` and `mappings` (the process's
+   * executable mappings as the process manager read them; later reads come through
+   * {@linkcode Instance.synchronizeMappings}), and writes the process's BPF record. The instance does not
+   * own `memory`: the caller closes it after detaching.
    *
    * @throws {RemoteMemoryError} when the process is gone or its memory is unreadable.
    */
-  attach(ebpf: EbpfHandler, pid: Pid, bias: number, memory: RemoteMemory): Instance;
+  attach(
+    ebpf: EbpfHandler,
+    pid: Pid,
+    bias: number,
+    memory: RemoteMemory,
+    mappings: readonly ResolvedMapping[],
+  ): Instance;
 }
 
 /**
@@ -208,7 +215,7 @@ export interface LoaderInfoInit {
   /** The path as the process saw it (what loaders match names against). */
   fileName: string;
   /**
-   * Opens this very file (e.g. the process manager's handle of the mapped file); by default `fileName`
+   * Opens this very file (e.g. the file registry's handle of the mapped file); by default `fileName`
    * is opened, for files the caller names itself.
    */
   open?: () => RegularFile;

@@ -12,9 +12,10 @@ import {
 } from "./interpreter.ts";
 import { MemoryEbpfHandler } from "./memory_ebpf_handler.ts";
 import { findProcessLibraries } from "./process_libraries.ts";
+import { openableMappings } from "../testing/process_mappings.ts";
 import { bootstrapped, requiring } from "../testing/requirements.ts";
 
-const libc = findProcessLibraries(asPid(Deno.pid)).libc;
+const libc = findProcessLibraries(openableMappings(asPid(Deno.pid))).libc;
 const mapsLibc = bootstrapped(libc === null ? "this process maps no libc" : null);
 
 Deno.test("the constants shared with the OpenTelemetry eBPF profiler keep its values", () => {

@@ -8,7 +8,7 @@
  * ```ts ignore
  * import { MemoryEbpfHandler } from "./memory_ebpf_handler.ts";
  * const ebpf = new MemoryEbpfHandler();
- * pythonLoader(ebpf, info);
+ * runtime.loader(ebpf, info);
  * console.log(ebpf.interpreterOffsets.get(info.fileId));
  * ```
  *

@@ -1,22 +1,32 @@
 /**
- * The C library and the dynamic loader of a running process: where they are mapped and with which bias,
- * and a way to open the very file the process mapped ({@linkcode openMappedFile}). Interpreter plug-ins
- * need them to find thread data (glibc's thread layout) and loader data (`_r_debug`, a module's static
- * TLS block).
+ * The C library and the dynamic loader among a process's mappings: where they are mapped and a way to open
+ * the very file the process mapped. Interpreter plug-ins need them to find thread data (glibc's thread
+ * layout) and loader data (`_r_debug`, a module's static TLS block). They look in the mappings the process
+ * manager read and hands to every instance, so /proc/PID/maps is read in one place only.
  *
  * @example
  * ```ts ignore
  * import { findProcessLibraries } from "./process_libraries.ts";
- * const { libc } = findProcessLibraries(asPid(1234));
+ * const { libc } = findProcessLibraries(mappings); // from Data.attach or Instance.synchronizeMappings
  * using elf = libc === null ? null : ElfFile.fromFile(libc.open(), libc.path);
  * ```
  *
  * @module
  */
-import { openMappedFile } from "../process/mapped_file_opener.ts";
-import { parseProcMaps, type ProcMapping } from "../process/proc_maps.ts";
+import type { ProcMapping } from "../process/proc_maps.ts";
 import type { RegularFile } from "../sys/regular_file.ts";
-import type { Pid } from "../types.ts";
+
+/** A mapping whose file can be opened (a {@linkcode ResolvedMapping} of the process manager is one). */
+export interface OpenableMapping extends ProcMapping {
+  readonly file: {
+    /**
+     * Opens the file the process mapped (a new handle each time, which the caller closes).
+     *
+     * @throws {FileRefusedError} when it cannot be read.
+     */
+    open(): RegularFile;
+  };
+}
 
 /** A library as one process maps it. */
 export interface MappedLibrary {
@@ -27,7 +37,7 @@ export interface MappedLibrary {
   /**
    * Opens the file the process mapped (a new handle each time, which the caller closes).
    *
-   * @throws {FileRefusedError} when it cannot be reached through the process, or is not that file.
+   * @throws {FileRefusedError} when it cannot be read.
    */
   open(): RegularFile;
 }
@@ -43,17 +53,12 @@ export interface ProcessLibraries {
 const LIBC = /\/libc(?:\.so\.6|-\d+\.\d+\.so)$/;
 const LOADER = /\/ld-(?:linux-x86-64\.so\.2|\d+\.\d+\.so)$/;
 
-/**
- * Finds libc and the dynamic loader among the executable mappings of `pid`.
- *
- * @throws {Deno.errors.NotFound} when the process does not exist.
- */
-export function findProcessLibraries(pid: Pid, procRoot = "/proc"): ProcessLibraries {
-  const mappings = parseProcMaps(Deno.readTextFileSync(`${procRoot}/${pid}/maps`));
+/** Finds libc and the dynamic loader among a process's executable mappings. */
+export function findProcessLibraries(mappings: readonly OpenableMapping[]): ProcessLibraries {
   const find = (pattern: RegExp): MappedLibrary | null => {
     const mapping = mappings.find((m) => !m.deleted && pattern.test(m.path));
     if (mapping === undefined) return null;
-    return { path: mapping.path, mapping, open: () => openMappedFile(pid, mapping, { procRoot }) };
+    return { path: mapping.path, mapping, open: () => mapping.file.open() };
   };
   return { libc: find(LIBC), loader: find(LOADER) };
 }

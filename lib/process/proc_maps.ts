@@ -1,6 +1,7 @@
 /**
- * Parses `/proc/PID/maps`, keeping the executable mappings (the only ones a program counter or return
- * address can point into).
+ * Reads and parses `/proc/PID/maps`, keeping the executable mappings (the only ones a program counter or
+ * return address can point into). {@linkcode readProcMaps} is the one reader of the file: the process
+ * manager reads every sampled process through it, and tools read their own through it.
  *
  * @example
  * ```ts
@@ -14,7 +15,11 @@
  * @module
  */
 import type { LoadSegment } from "../elf/elf_file.ts";
-import type { Address } from "../types.ts";
+import { getLogger } from "../log/logger.ts";
+import type { Address, Pid } from "../types.ts";
+import { type ProcessKey, readProcessKey, sameProcess } from "./process_key.ts";
+
+const logger = getLogger(["omniprof", "process"]);
 
 /** One executable mapping of a process. */
 export interface ProcMapping {
@@ -75,6 +80,39 @@ export function parseProcMaps(text: string): ProcMapping[] {
   }
   mappings.sort((a, b) => a.start - b.start);
   return mappings;
+}
+
+/** One read of a process's maps: whose they are, and what they hold. */
+export interface ProcMapsRead {
+  /** The process read, or null when procfs has no stat for it. */
+  readonly key: ProcessKey | null;
+  /** Its executable mappings, sorted by address; null when it has exited (or changed hands twice). */
+  readonly mappings: ProcMapping[] | null;
+}
+
+/**
+ * The executable mappings of the process holding `pid`, and its key. The start time is read before and
+ * after the maps: the same both times says whose maps they are (a PID that changed hands in between is
+ * read again, once).
+ */
+export function readProcMaps(pid: Pid, procRoot = "/proc"): ProcMapsRead {
+  for (let attempt = 0;; attempt++) {
+    const before = readProcessKey(pid, procRoot);
+    let text: string;
+    try {
+      text = Deno.readTextFileSync(`${procRoot}/${pid}/maps`);
+    } catch (error) {
+      // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
+      if (!(error instanceof Deno.errors.NotFound)) {
+        logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
+      }
+      return { key: before, mappings: null };
+    }
+    if (before === null) return { key: null, mappings: parseProcMaps(text) };
+    const after = readProcessKey(pid, procRoot);
+    if (sameProcess(before, after)) return { key: after, mappings: parseProcMaps(text) };
+    if (attempt > 0) return { key: after, mappings: null };
+  }
 }
 
 /** Index of the mapping containing `address` in a start-sorted list, or -1. */

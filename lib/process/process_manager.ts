@@ -1,68 +1,45 @@
 /**
- * Knows each sampled process's executable mappings, so that absolute addresses in traces can be turned
- * into (file, file offset) while the process is alive; symbolization happens later from the files.
+ * The one owner of process state: each sampled process's executable mappings, their entries in the BPF
+ * pid/page trie, and the runtime instances attached to it. Absolute addresses in traces are turned into
+ * (file, file offset) from the mappings while the process is alive, and interpreter frames are named by
+ * its instances; symbolization of native frames happens later from the files.
  *
  * A process is read on first sight (its first trace or exec event) and re-read when it execs or when a
- * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). On
- * exit its mappings are dropped. BPF names processes by PID alone, so each read also notes the process's
- * start time: a PID found held by another process (its exit event was lost) has the old process's state
- * dropped, and the listener told of its exit, before the new one is installed. Files are identified once
- * per (device, inode) and kept open, so a binary that is deleted or replaced while the session runs is still symbolized from the right bytes.
- * They are opened only through {@linkcode openMappedFile} (the very file of the mapping, or nothing):
- * a file that cannot be read that way is counted by reason in `stats.filesRefused` and its frames stay
- * unsymbolized. The root of each process that shows a new file is kept too, when it is not the host's,
- * so that a container's debug files are found inside the container even after its processes exited.
+ * trace holds an address outside every known mapping (a library loaded with dlopen, new JIT code). Each
+ * read is installed: the trie gets what changed (mapping_installer.ts), runtimes attach to the files they
+ * claimed and are told of the new mappings (runtime_instances.ts). On exit all of it is removed. BPF
+ * names processes by PID alone, so each read also notes the process's start time: a PID found held by
+ * another process (its exit event was lost) has the old process's state removed before the new one is
+ * installed. The files themselves belong to the file registry (file_registry.ts), which opens each once.
  *
  * @example
  * ```ts ignore
  * import { ProcessManager } from "./process_manager.ts";
- * using processes = new ProcessManager();
+ * using files = new FileRegistry();
+ * using processes = new ProcessManager({ files });
  * const frame = processes.resolve(asPid(1234), 0x55d0c0a01234 as Address);
  * ```
  *
  * @module
  */
 import { getLogger } from "../log/logger.ts";
-import { cString, libc, raiseOpenFileLimit } from "../sys/libc.ts";
+import type { InterpreterFrame, Metric, SymbolizedFrame } from "../interpreter/interpreter.ts";
 import {
-  type FileRefusal,
-  FileRefusedError,
-  formatIdentity,
-  openPathDescriptor,
-  RegularFile,
-  sameIdentity,
-} from "../sys/regular_file.ts";
-import { RootDirectory } from "../sys/root_directory.ts";
-import type { Address, FileId, Pid } from "../types.ts";
-import { fileIdOf } from "./file_id.ts";
-import { mappingIdentity, openMappedFile } from "./mapped_file_opener.ts";
-import { findMapping, parseProcMaps, type ProcMapping } from "./proc_maps.ts";
-import { type ProcessKey, readProcessKey, sameProcess, type StartTicks } from "./process_key.ts";
+  type AttachedInstance,
+  RuntimeInstances,
+  type RuntimeInstanceStats,
+} from "../interpreter/runtime_instances.ts";
+import type { Address, Pid } from "../types.ts";
+import type { FileRegistry } from "./file_registry.ts";
+import type { ResolvedAddress, ResolvedMapping } from "./mapped_file.ts";
+import { type InstalledMapping, MappingInstaller, type TrieStats } from "./mapping_installer.ts";
+import { findMapping, readProcMaps } from "./proc_maps.ts";
+import type { ProcessBpf } from "./process_bpf.ts";
+import type { StartTicks } from "./process_key.ts";
+import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { PerfMaps, PerfMapsStats } from "../symbolize/perf_maps.ts";
 
 const logger = getLogger(["omniprof", "process"]);
-
-/** A file (or pseudo file) that code runs from. One object per distinct file in the session. */
-export interface MappedFile {
-  /** "major:minor inode" (device in hex, as maps prints it) for files; `[vdso]` or `[anonymous]` else. */
-  readonly key: string;
-  readonly kind: "file" | "vdso" | "anonymous";
-  /** The path as the first process that mapped it saw it. */
-  readonly path: string;
-  /** Content identity, or null when the file could not be read. */
-  readonly fileId: FileId | null;
-  /** Whether {@linkcode MappedFile.open} reads the file; false for anonymous memory and refused files. */
-  readonly readable: boolean;
-  /** Why a file could not be read, or null. */
-  readonly refusal: FileRefusal | null;
-  /** The root of the first process that mapped it, when not the host's: its debug files are there. */
-  readonly root: RootDirectory | null;
-  /**
-   * Opens this very file (a new handle each time, which the caller closes).
-   *
-   * @throws {FileRefusedError} when it cannot be read.
-   */
-  open(): RegularFile;
-}
 
 /** Counters reported with the session's metrics (`--stats`). */
 export interface ProcessManagerStats {
@@ -76,30 +53,29 @@ export interface ProcessManagerStats {
   unresolved: number;
   /** PIDs found held by another process than the one read before (its exit event was lost). */
   reusedPids: number;
-  /** Distinct mapped files opened. */
-  filesOpened: number;
-  /** Distinct mapped files not read, by reason: their frames stay unsymbolized. */
-  filesRefused: Record<FileRefusal, number>;
 }
 
-/** An executable mapping of a process with the file it maps. */
-export interface ResolvedMapping extends ProcMapping {
-  readonly file: MappedFile;
+/** Counters of the runtimes' side. */
+export interface ProcessRuntimeStats extends RuntimeInstanceStats {
+  /** Processes with at least one attached instance now. */
+  processes: number;
 }
 
-/** Where an address lands: a file and the offset in it. */
-export interface ResolvedAddress {
-  readonly mapping: ResolvedMapping;
-  readonly fileOffset: number;
-}
-
-/** The root of a process while its mappings are read. */
-interface ReadRoot {
-  readonly pid: Pid;
-  /** Opened at the first new file; null when it cannot be. */
-  directory: RootDirectory | null | undefined;
-  /** The directory kept for the session for this root, or null (the host's root, or over the limit). */
-  kept: RootDirectory | null;
+/** Options, mainly for tests. */
+export interface ProcessManagerOptions {
+  /** The session's files, which the processes' mappings reference. */
+  files: FileRegistry;
+  /** Where process state goes in BPF; without it only the host side is kept (tools, tests). */
+  bpf?: ProcessBpf | null;
+  /** Where procfs is mounted. */
+  procRoot?: string;
+  /** Minimum time between two re-reads of one process caused by unknown addresses. */
+  resyncIntervalMs?: number;
+  /**
+   * The perf maps that name its processes' JIT code; the manager reads each to the end when its process
+   * exits and closes them with itself. Without them, JIT frames stay addresses.
+   */
+  perfMaps?: PerfMaps | null;
 }
 
 interface ProcessState {
@@ -111,45 +87,22 @@ interface ProcessState {
   /** The maps file could not be read (the process is gone). */
   gone: boolean;
   /** The mappings are the parent's, copied at fork, not read from this process yet. */
-  inherited?: boolean;
+  inherited: boolean;
+  /** Its mappings as the trie holds them (with their files' references); null while not installed. */
+  installed: InstalledMapping[] | null;
+  /** The runtime instances attached to it. */
+  instances: AttachedInstance[];
 }
 
-/** Told when a process's mappings are known or gone (the native unwinder installs them in BPF). */
-export interface ProcessListener {
-  onMappings(pid: Pid, mappings: readonly ResolvedMapping[]): void;
-  onExit(pid: Pid): void;
-  /** A file of a program the user named: prepare it before sampling starts. */
-  onPreload?(file: MappedFile): void;
-}
-
-/** Options, mainly for tests. */
-export interface ProcessManagerOptions {
-  listener?: ProcessListener;
-  /** Where procfs is mounted. */
-  procRoot?: string;
-  /** Minimum time between two re-reads of one process caused by unknown addresses. */
-  resyncIntervalMs?: number;
-  /** How many files to keep open at most. */
-  maxPinnedFiles?: number;
-}
-
-/** Tracks processes and their mapped files. */
-export class ProcessManager {
-  #procRoot: string;
-  #resyncIntervalMs: number;
-  #maxPinnedFiles: number;
+/** Tracks processes: their mappings, trie entries and runtime instances. */
+export class ProcessManager implements Disposable {
+  readonly #files: FileRegistry;
+  readonly #installer: MappingInstaller;
+  readonly #instances: RuntimeInstances | null;
+  readonly #perfMaps: PerfMaps | null;
+  readonly #procRoot: string;
+  readonly #resyncIntervalMs: number;
   #processes = new Map<Pid, ProcessState>();
-  #listener: ProcessListener | undefined;
-  #files = new Map<string, MappedFile>();
-  /** Files kept open for the session, so that they stay readable whatever happens to their paths. */
-  #pinned: RegularFile[] = [];
-  /**
-   * Roots of processes other than the host's, by mount namespace and root directory, each with an
-   * O_PATH descriptor of its mount namespace: that keeps the namespace's mounts in place after its
-   * processes exit (a container's debug files are often on a mount of their own).
-   */
-  #roots = new Map<string, { directory: RootDirectory; namespace: number }>();
-  #hostRoot: { namespace: string; directory: RootDirectory } | null | undefined;
   /** Counters reported with the session's metrics. */
   readonly stats: ProcessManagerStats = {
     syncs: 0,
@@ -157,16 +110,18 @@ export class ProcessManager {
     resyncs: 0,
     unresolved: 0,
     reusedPids: 0,
-    filesOpened: 0,
-    filesRefused: { missing: 0, denied: 0, "not-regular": 0, replaced: 0, failed: 0 },
   };
 
-  constructor(options: ProcessManagerOptions = {}) {
+  constructor(options: ProcessManagerOptions) {
+    this.#files = options.files;
     this.#procRoot = options.procRoot ?? "/proc";
-    this.#listener = options.listener;
     this.#resyncIntervalMs = options.resyncIntervalMs ?? 250;
-    const limit = raiseOpenFileLimit();
-    this.#maxPinnedFiles = options.maxPinnedFiles ?? Math.max(0, Math.min(8192, limit - 256));
+    this.#perfMaps = options.perfMaps ?? null;
+    const bpf = options.bpf ?? null;
+    this.#installer = new MappingInstaller(this.#files, bpf);
+    this.#instances = bpf === null
+      ? null
+      : new RuntimeInstances(this.#files, bpf.ebpf, { procRoot: this.#procRoot });
   }
 
   /** Processes currently tracked. */
@@ -174,9 +129,31 @@ export class ProcessManager {
     return this.#processes.size;
   }
 
-  /** Every file seen so far. */
-  files(): IterableIterator<MappedFile> {
-    return this.#files.values();
+  /** The trie's counters. */
+  get trieStats(): TrieStats {
+    return this.#installer.stats;
+  }
+
+  /** The perf maps' counters, or null without perf maps. */
+  get perfMapStats(): PerfMapsStats | null {
+    return this.#perfMaps?.stats ?? null;
+  }
+
+  /** The perf map of `pid`'s JIT code (looked for now, while it runs), or null without perf maps. */
+  perfMapOf(pid: Pid): PerfMap | null {
+    return this.#perfMaps?.of(pid) ?? null;
+  }
+
+  /** The runtime instances' counters. */
+  get runtimeStats(): ProcessRuntimeStats {
+    let processes = 0;
+    for (const state of this.#processes.values()) if (state.instances.length > 0) processes++;
+    return { attachFailures: 0, symbolizeFailures: 0, ...this.#instances?.stats, processes };
+  }
+
+  /** The executable mappings of `pid` as last read (none when it is not tracked or has exited). */
+  mappingsOf(pid: Pid): readonly ResolvedMapping[] {
+    return this.#processes.get(pid)?.mappings ?? [];
   }
 
   /** The process exec'd: its mappings are new. Read them now, while it runs. */
@@ -185,7 +162,7 @@ export class ProcessManager {
   }
 
   /**
-   * A process forked: the child starts with the parent's mappings. They reach the listener only when the
+   * A process forked: the child starts with the parent's mappings. They are installed only when the
    * child's code is first sampled (onUnknown): most children exec at once or exit, and installing a copy
    * of the parent's mappings that the exec or exit then removes cost two rounds of writes to BPF maps.
    * A parent not read yet is read now, once, rather than each of its children (a shell loop forks many).
@@ -204,31 +181,44 @@ export class ProcessManager {
       syncedAt: state.syncedAt,
       gone: false,
       inherited: true,
+      installed: null,
+      instances: [],
     });
   }
 
   /** The process exited: nothing of it is needed any more (its traces are already resolved). */
   onExit(pid: Pid): void {
-    if (this.#processes.delete(pid)) this.#listener?.onExit(pid);
+    this.#perfMaps?.onExit(pid);
+    const state = this.#processes.get(pid);
+    if (state === undefined) return;
+    this.#processes.delete(pid);
+    this.#instances?.detach(pid, state.instances);
+    this.#installer.remove(pid, state.installed ?? []);
+    this.#installer.forget(pid);
   }
 
   /** The unwinder met a process it has no mappings for: read it unless that just happened. */
   onUnknown(pid: Pid): void {
     const state = this.#processes.get(pid);
     if (state && !state.gone) {
-      // Known here but not (yet) in BPF, e.g. read before the unwinder existed: hand it over.
-      this.#listener?.onMappings(pid, state.mappings);
+      // Known here but not in BPF (a forked child, or a process BPF could not mark): install it.
+      this.#install(pid, state);
       return;
     }
     if (!state) this.#sync(pid);
   }
 
-  /** The unwinder met code outside the process's known mappings: re-read them (rate-limited). */
+  /**
+   * The unwinder met code outside the process's known mappings, or a runtime's record was not usable yet:
+   * re-read the process (rate-limited), or else have its instances republish their records.
+   */
   onStale(pid: Pid): void {
     const state = this.#processes.get(pid);
     if (!state || (!state.gone && performance.now() - state.syncedAt >= this.#resyncIntervalMs)) {
       this.stats.resyncs++;
       this.#sync(pid);
+    } else {
+      this.#instances?.refresh(pid, state.instances, state.mappings);
     }
   }
 
@@ -257,53 +247,37 @@ export class ProcessManager {
   }
 
   /**
-   * Reads `pid` now and hands every file it maps to the listener to prepare: for processes the user
-   * named, whose first samples should unwind completely.
+   * Names an interpreter frame of `pid` through its runtime instances, or returns null when none of them
+   * knows its kind (the process was not attached, or has exited).
+   */
+  symbolize(pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null {
+    return this.#instances?.symbolize(pid, this.#processes.get(pid)?.instances ?? [], frame) ?? null;
+  }
+
+  /** The runtime instances' counters since the last call, summed by id. */
+  runtimeMetrics(): Metric[] {
+    const lists = [...this.#processes.values()].map((state) => state.instances);
+    return this.#instances?.metrics(lists) ?? [];
+  }
+
+  /**
+   * Reads `pid` now and has every file it maps loaded whole: for processes the user named, whose first
+   * samples should unwind completely.
    */
   preloadProcess(pid: Pid): void {
     const state = this.#sync(pid);
     for (const mapping of state.mappings) {
-      if (mapping.file.kind !== "anonymous") this.#listener?.onPreload?.(mapping.file);
+      if (mapping.file.kind !== "anonymous") this.#files.preload(mapping.file);
     }
   }
 
-  /**
-   * Hands the file at `path` to the listener before any process maps it (the command `record` is about
-   * to start). Ignored when the file cannot be read.
-   */
-  preloadPath(path: string): void {
-    let handle: RegularFile;
-    let realPath: string;
-    try {
-      handle = RegularFile.open(path);
-      realPath = Deno.realPathSync(path);
-    } catch {
-      return;
-    }
-    const identity = handle.identity;
-    const key = formatIdentity(identity);
-    let file = this.#files.get(key);
-    if (file === undefined) {
-      // Its process does not exist yet: reopened, if ever needed, by path and checked to be this file.
-      file = this.#adopt(key, realPath, handle, null, () => RegularFile.open(realPath, { expect: identity }));
-      this.#files.set(key, file);
-    } else {
-      handle.close();
-    }
-    this.#listener?.onPreload?.(file);
-  }
-
-  /** Closes the files kept open. Safe to call twice. */
+  /** Detaches every runtime instance. Safe to call twice. */
   close(): void {
-    for (const file of this.#pinned) file.close();
-    this.#pinned = [];
-    for (const root of this.#roots.values()) {
-      root.directory.close();
-      if (root.namespace >= 0) libc().fn.close(root.namespace);
+    for (const [pid, state] of this.#processes) {
+      this.#instances?.detach(pid, state.instances);
+      state.instances = [];
     }
-    this.#roots.clear();
-    this.#hostRoot?.directory.close();
-    this.#hostRoot = undefined;
+    this.#perfMaps?.close();
   }
 
   [Symbol.dispose](): void {
@@ -312,8 +286,8 @@ export class ProcessManager {
 
   #sync(pid: Pid): ProcessState {
     this.stats.syncs++;
-    const { key, text } = this.#readMaps(pid);
-    const gone = text === null;
+    const { key, mappings: read } = readProcMaps(pid, this.#procRoot);
+    const gone = read === null;
     if (gone) this.stats.syncFailures++;
     let previous = this.#processes.get(pid);
     if (
@@ -323,50 +297,37 @@ export class ProcessManager {
       this.#forgetReused(pid);
       previous = undefined;
     }
-    let mappings: ResolvedMapping[] = [];
-    if (text !== null) {
-      const root: ReadRoot = { pid, directory: undefined, kept: null };
-      try {
-        mappings = parseProcMaps(text).map((mapping) => ({
-          ...mapping,
-          file: this.#fileOf(pid, mapping, root),
-        }));
-      } finally {
-        if (root.directory && root.directory !== root.kept) root.directory.close();
-      }
+    if (gone && previous) {
+      // Keep what we knew: the process is exiting, its old mappings are still right.
+      previous.gone = true;
+      return previous;
     }
-    // Keep what we knew if a re-read failed: the process is exiting, its old mappings are still right.
-    const state: ProcessState = gone && previous
-      ? { ...previous, gone: true }
-      : { startTicks: key?.startTicks ?? null, mappings, syncedAt: performance.now(), gone };
+    let mappings: ResolvedMapping[] = [];
+    if (read !== null) {
+      using root = this.#files.readRoot(pid);
+      mappings = read.map((mapping) => ({ ...mapping, file: this.#files.fileOf(root, mapping) }));
+    }
+    const state: ProcessState = {
+      startTicks: key?.startTicks ?? null,
+      mappings,
+      syncedAt: performance.now(),
+      gone,
+      inherited: false,
+      installed: previous?.installed ?? null,
+      instances: previous?.instances ?? [],
+    };
     this.#processes.set(pid, state);
-    if (!gone) this.#listener?.onMappings(pid, state.mappings);
+    if (!gone) this.#install(pid, state);
     return state;
   }
 
   /**
-   * The maps of the process holding `pid` and its key (null when procfs has no stat for it), or null
-   * text when it has exited. The start time is read before and after: the same both times says whose
-   * maps they are (a PID that changed hands in between is read again).
+   * Brings BPF to the process's mappings: the trie first (a runtime's file gets its program there), then
+   * the runtimes, which attach to what they claimed and hear of the rest.
    */
-  #readMaps(pid: Pid): { key: ProcessKey | null; text: string | null } {
-    for (let attempt = 0;; attempt++) {
-      const before = readProcessKey(pid, this.#procRoot);
-      let text: string;
-      try {
-        text = Deno.readTextFileSync(`${this.#procRoot}/${pid}/maps`);
-      } catch (error) {
-        // ENOENT/ESRCH: the process exited before we looked. Its traces keep their raw addresses.
-        if (!(error instanceof Deno.errors.NotFound)) {
-          logger.debug("Cannot read mappings of {pid}: {error}", { pid, error: String(error) });
-        }
-        return { key: before, text: null };
-      }
-      if (before === null) return { key: null, text };
-      const after = readProcessKey(pid, this.#procRoot);
-      if (sameProcess(before, after)) return { key: after, text };
-      if (attempt > 0) return { key: after, text: null };
-    }
+  #install(pid: Pid, state: ProcessState): void {
+    state.installed = this.#installer.update(pid, state.installed ?? [], state.mappings);
+    if (this.#instances) state.instances = this.#instances.update(pid, state.instances, state.mappings);
   }
 
   /** The process that held `pid` is gone, though no exit was seen (events lost): drop what it left. */
@@ -375,204 +336,4 @@ export class ProcessManager {
     logger.debug("PID {pid} now belongs to another process: forgetting the previous one", { pid });
     this.onExit(pid);
   }
-
-  #fileOf(pid: Pid, mapping: ProcMapping, root: ReadRoot): MappedFile {
-    const identity = mapping.path.startsWith("/") ? mappingIdentity(mapping) : null;
-    const key = identity !== null ? formatIdentity(identity) : mapping.path || "[anonymous]";
-    const known = this.#files.get(key);
-    if (known) return known;
-    const file = identity !== null
-      ? this.#openFile(pid, mapping, key, root)
-      : mapping.path === "[vdso]"
-      ? this.#vdso()
-      : unreadable(key, "anonymous", mapping.path || "[anonymous]", null);
-    this.#files.set(key, file);
-    return file;
-  }
-
-  /** Opens the file behind a mapping, through the process (see {@linkcode openMappedFile}). */
-  #openFile(pid: Pid, mapping: ProcMapping, key: string, root: ReadRoot): MappedFile {
-    const procRoot = this.#procRoot;
-    const directory = this.#openRoot(root);
-    let handle: RegularFile;
-    try {
-      handle = openMappedFile(
-        pid,
-        mapping,
-        directory === null ? { procRoot } : { procRoot, root: directory },
-      );
-    } catch (error) {
-      if (!(error instanceof FileRefusedError)) throw error;
-      this.stats.filesRefused[error.reason]++;
-      logger.debug("Not reading {path}: {error}", { path: mapping.path, error: error.message });
-      return unreadable(key, "file", mapping.path, error.reason);
-    }
-    // Over the limit of open files, it is opened again, from the process, each time it is needed.
-    return this.#adopt(
-      key,
-      mapping.path,
-      handle,
-      root.kept,
-      () => openMappedFile(pid, mapping, { procRoot }),
-    );
-  }
-
-  /** A readable file from its first handle, kept open when the limit allows. */
-  #adopt(
-    key: string,
-    path: string,
-    handle: RegularFile,
-    root: RootDirectory | null,
-    reopen: () => RegularFile,
-  ): MappedFile {
-    let fileId: FileId;
-    try {
-      fileId = fileIdOf(handle);
-    } catch (error) {
-      handle.close();
-      this.stats.filesRefused.failed++;
-      logger.debug("Not reading {path}: {error}", { path, error: String(error) });
-      return unreadable(key, "file", path, "failed");
-    }
-    this.stats.filesOpened++;
-    let pinned: RegularFile | null = null;
-    if (this.#pinned.length + 2 * this.#roots.size < this.#maxPinnedFiles) {
-      pinned = handle;
-      this.#pinned.push(handle);
-    } else {
-      handle.close();
-    }
-    return {
-      key,
-      kind: "file",
-      path,
-      fileId,
-      readable: true,
-      refusal: null,
-      root,
-      open: () => pinned?.duplicate() ?? reopen(),
-    };
-  }
-
-  /**
-   * Opens the root of the process being read, once per read, and decides whether to keep it for the
-   * session to look for its files' debug files in: not when it is the host's (the same mount namespace
-   * and root directory as omniprof's); else one kept directory per distinct root, within the limit of
-   * open files. Null when the root cannot be opened.
-   */
-  #openRoot(root: ReadRoot): RootDirectory | null {
-    if (root.directory !== undefined) return root.directory;
-    const processDir = `${this.#procRoot}/${root.pid}`;
-    try {
-      root.directory = RootDirectory.open(`${processDir}/root`);
-    } catch {
-      root.directory = null;
-      return null;
-    }
-    const namespace = this.#namespaceOf(processDir);
-    const host = this.#host();
-    if (
-      host !== null && namespace === host.namespace &&
-      sameIdentity(root.directory.identity, host.directory.identity)
-    ) {
-      return root.directory;
-    }
-    const rootKey = `${namespace} ${formatIdentity(root.directory.identity)}`;
-    root.kept = this.#roots.get(rootKey)?.directory ?? null;
-    if (root.kept === null && this.#pinned.length + 2 * this.#roots.size + 1 < this.#maxPinnedFiles) {
-      root.kept = root.directory;
-      let namespaceFd = -1;
-      try {
-        namespaceFd = openPathDescriptor(`${processDir}/ns/mnt`, undefined);
-      } catch {
-        // Without it, the root still serves while the process lives.
-      }
-      this.#roots.set(rootKey, { directory: root.kept, namespace: namespaceFd });
-    }
-    return root.directory;
-  }
-
-  #host(): { namespace: string; directory: RootDirectory } | null {
-    if (this.#hostRoot === undefined) {
-      try {
-        this.#hostRoot = {
-          namespace: this.#namespaceOf("/proc/self"),
-          directory: RootDirectory.open("/proc/self/root"),
-        };
-      } catch {
-        this.#hostRoot = null;
-      }
-    }
-    return this.#hostRoot;
-  }
-
-  /** The mount namespace of a process, "" when unknown. */
-  #namespaceOf(processDir: string): string {
-    try {
-      return Deno.readLinkSync(`${processDir}/ns/mnt`);
-    } catch {
-      return "";
-    }
-  }
-
-  /**
-   * The vdso: the kernel maps the same image into every process, so this process's copy, put into an
-   * in-memory file, serves for unwinding (its .eh_frame) and symbolization (its .dynsym) of all.
-   */
-  #vdso(): MappedFile {
-    const base = unreadable("[vdso]", "vdso", "[vdso]", "failed");
-    try {
-      const own = parseProcMaps(Deno.readTextFileSync(`${this.#procRoot}/self/maps`)).find((m) =>
-        m.path === "[vdso]"
-      );
-      if (!own) return base;
-      const bytes = new Uint8Array(own.end - own.start);
-      using memory = Deno.openSync(`${this.#procRoot}/self/mem`);
-      memory.seekSync(own.start, Deno.SeekMode.Start);
-      let filled = 0;
-      while (filled < bytes.length) {
-        const count = memory.readSync(bytes.subarray(filled));
-        if (!count) break;
-        filled += count;
-      }
-      const { fn } = libc();
-      const fd = fn.memfd_create(cString("vdso"), 0);
-      if (fd < 0) return base;
-      if (Number(fn.write(fd, bytes, BigInt(filled))) !== filled) {
-        fn.close(fd);
-        return base;
-      }
-      const file = RegularFile.adopt(fd, "[vdso]");
-      this.#pinned.push(file);
-      return { ...base, readable: true, refusal: null, open: () => file.duplicate() };
-    } catch (error) {
-      logger.debug("Cannot copy the vdso: {error}", { error: String(error) });
-      return base;
-    }
-  }
-}
-
-/** A file that cannot be read (or pseudo memory without a file). */
-function unreadable(
-  key: string,
-  kind: MappedFile["kind"],
-  path: string,
-  refusal: FileRefusal | null,
-): MappedFile {
-  return {
-    key,
-    kind,
-    path,
-    fileId: null,
-    readable: false,
-    refusal,
-    root: null,
-    open: () => {
-      throw new FileRefusedError(
-        path,
-        refusal ?? "not-regular",
-        refusal === null ? "no file" : `refused (${refusal})`,
-      );
-    },
-  };
 }

@@ -23,12 +23,13 @@ import { BPF_F_NO_PREALLOC } from "../bpf/map.ts";
 import { bucketMapName } from "../unwind/stack_delta_maps.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
 import type { BpfMapName } from "../../support/bpf_catalogue.ts";
+import { runtimeProcessMaps, RUNTIMES } from "../interpreter/runtimes.ts";
 
 const { StackDeltaBucketSmallest: smallest, StackDeltaBucketLargest: largest } = StackDeltaConstants;
 
 /**
  * The hash maps sized for the worst case of a whole machine, of which a session uses a small part: the
- * stack-delta tables' indexes, the process and file registries, the pid filter, the interpreters' records
+ * stack-delta tables' indexes, the process and file registries, the pid filter, the runtimes' per-process records
  * and the outer maps of the stack-delta buckets. (LRU maps are always preallocated: eviction needs them.)
  */
 export const ON_DEMAND_MAPS: readonly BpfMapName[] = [
@@ -37,7 +38,7 @@ export const ON_DEMAND_MAPS: readonly BpfMapName[] = [
   "loaded_files",
   "pid_filter",
   "interpreter_offsets",
-  "python_procs",
+  ...runtimeProcessMaps(RUNTIMES),
   ...Array.from({ length: largest - smallest + 1 }, (_, i) => bucketMapName(smallest + i)),
 ];
 

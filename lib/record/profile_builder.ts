@@ -24,7 +24,7 @@ import {
   type ProfileMapping,
   type ProfileSample,
 } from "../profile/profile.ts";
-import type { MappedFile } from "../process/process_manager.ts";
+import type { MappedFile } from "../process/mapped_file.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
 import type { PerfMap } from "../symbolize/perf_map.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { buildProfile, buildProfileInterruptibly, PERF_MAP_MAPPING } from "./profile_builder.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
-import type { MappedFile } from "../process/process_manager.ts";
+import type { MappedFile } from "../process/mapped_file.ts";
 import type { KernelSymbolLookup } from "../symbolize/kallsyms.ts";
 import { PerfMap } from "../symbolize/perf_map.ts";
 import { PerfMaps } from "../symbolize/perf_maps.ts";

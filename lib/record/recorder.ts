@@ -1,6 +1,7 @@
 /**
- * A running recording that can be read while it runs: the tracer, the process manager and the stack
- * table, drained when BPF asks (process events) and on a slow timer (traces). One-shot sessions (`record`) take one profile at the end; long-running ones
+ * A running recording that can be read while it runs: the tracer, the two owners of state (the file
+ * registry and the process manager, which fill the tracer's maps) and the stack table, drained when BPF
+ * asks (process events) and on a slow timer (traces). One-shot sessions (`record`) take one profile at the end; long-running ones
  * (`top`, `agent`) take a profile per interval with `takeProfile({ reset: true })`, which keeps the
  * symbol caches warm between intervals.
  *
@@ -14,12 +15,13 @@
  * @module
  */
 import type { Profile } from "../profile/profile.ts";
-import { type ProcessListener, ProcessManager } from "../process/process_manager.ts";
+import { FileRegistry } from "../process/file_registry.ts";
+import { ProcessManager, type ProcessManagerStats } from "../process/process_manager.ts";
+import { processBpf } from "../process/process_bpf.ts";
 import { getLogger } from "../log/logger.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import type { BpfKernelNames } from "../symbolize/bpf_kernel_names.ts";
 import { NativeSymbolizer } from "../symbolize/native.ts";
-import { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { KernelAddress, Pid } from "../types.ts";
 import {
   buildProfile,
@@ -29,11 +31,10 @@ import {
 } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
-import { NativeUnwinding } from "../unwind/native_unwinding.ts";
-import { BpfEbpfHandler } from "../interpreter/bpf_ebpf_handler.ts";
-import { InterpreterManager } from "../interpreter/interpreter_manager.ts";
-import { UnwindProgram } from "../../support/types.ts";
+import { RUNTIMES } from "../interpreter/runtimes.ts";
+import type { FileRefusal } from "../sys/regular_file.ts";
 import { delay } from "../sys/timer.ts";
+import { PerfMaps, type PerfMapsStats } from "../symbolize/perf_maps.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -58,14 +59,40 @@ const MAX_DRAIN_ATTEMPTS = 64;
 /** An LPM trie node: key (16 bytes) + value (16) + the kernel's node header (about 40). */
 const TRIE_ENTRY_BYTES = 72;
 
+/** Process-tracking counters, as `--stats` reports them. */
+export interface ProcessStats extends ProcessManagerStats {
+  /** Distinct mapped files opened. */
+  filesOpened: number;
+  /** Distinct mapped files not read, by reason: their frames stay unsymbolized. */
+  filesRefused: Record<FileRefusal, number>;
+}
+
+/** The native unwinder's counters, as `--stats` reports them. */
+export interface UnwindStats {
+  /** Files with state: mapped by a process now, or within their grace period. */
+  filesMapped: number;
+  /** Files whose stack deltas were loaded (their code ran), whole or page by page. */
+  filesLoaded: number;
+  /** Pages loaded alone, of files loaded page by page. */
+  pagesLoaded: number;
+  filesFailed: number;
+  /** Mappings left out of the pid/page trie (it was full, or refused them): they unwind by frame pointers. */
+  mappingsNotInstalled: number;
+  /** Bytes of BPF map memory for stack deltas. */
+  deltaBytes: number;
+  /** Entries in the pid/page trie. */
+  trieEntries: number;
+  /** Updates and deletes of those entries so far. */
+  trieWrites: number;
+  /** Total ms spent extracting and loading deltas. */
+  loadMs: number;
+}
+
 /** Sampling plus host-side aggregation, running until stopped. */
 export class Recorder {
   readonly tracer: Tracer;
+  readonly files: FileRegistry;
   readonly processes: ProcessManager;
-  readonly unwinding: NativeUnwinding;
-  readonly interpreters: InterpreterManager;
-  /** The perf maps that name JIT code of the processes sampled. */
-  readonly perfMaps: PerfMaps;
   #table: StackTable;
   #draining = true;
   #started = performance.now();
@@ -79,20 +106,20 @@ export class Recorder {
   #kernelNames: BpfKernelNames | null;
   #closed = false;
   #failedRecords = 0;
+  /** Owned (and closed) by the process manager. */
+  #perfMaps: PerfMaps;
 
   private constructor(
     tracer: Tracer,
+    files: FileRegistry,
     processes: ProcessManager,
-    unwinding: NativeUnwinding,
-    interpreters: InterpreterManager,
     perfMaps: PerfMaps,
     setupStart: number,
   ) {
     this.tracer = tracer;
+    this.files = files;
     this.processes = processes;
-    this.unwinding = unwinding;
-    this.interpreters = interpreters;
-    this.perfMaps = perfMaps;
+    this.#perfMaps = perfMaps;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
     this.#kernelNames = tracer.kernelNames;
@@ -103,18 +130,21 @@ export class Recorder {
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
     const tracer = Tracer.start({ ...options, paused: true });
-    let interpreters: InterpreterManager | null = null;
-    const unwinding = new NativeUnwinding(
-      tracer.object,
-      (file) => interpreters?.unwindProgramOf(file) ?? UnwindProgram.Native,
-    );
-    const ebpf = new BpfEbpfHandler(tracer.object, (fileId) => interpreters?.bpfFileIdOf(fileId));
-    interpreters = new InterpreterManager(ebpf, unwinding);
+    const files = new FileRegistry({ object: tracer.object, runtimes: RUNTIMES });
+    // The process manager owns the perf maps (it reads one to the end when its process exits); the
+    // profile builder counts the JIT frames they name.
     const perfMaps = new PerfMaps();
-    const processes = new ProcessManager({ listener: sessionListener(unwinding, interpreters, perfMaps) });
-    for (const path of options.preloadPaths ?? []) processes.preloadPath(path);
-    const recorder = new Recorder(tracer, processes, unwinding, interpreters, perfMaps, setupStart);
+    const processes = new ProcessManager({
+      files,
+      bpf: processBpf(tracer.object, files, RUNTIMES),
+      perfMaps,
+    });
+    const recorder = new Recorder(tracer, files, processes, perfMaps, setupStart);
     try {
+      for (const path of options.preloadPaths ?? []) {
+        const file = files.openPath(path);
+        if (file !== null) files.preload(file);
+      }
       for (const pid of options.pids ?? []) processes.preloadProcess(pid as Pid);
       // Only now: samples taken before the tables above are in BPF would unwind by frame pointers.
       recorder.#intervalStartNs = Date.now() * 1e6;
@@ -182,6 +212,7 @@ export class Recorder {
       }
     }
     this.#table.endDrain();
+    this.files.sweep();
     if (this.#firstSampleMs === null && this.#table.samples > 0) {
       this.#firstSampleMs = performance.now() - this.#setupStart;
     }
@@ -198,7 +229,35 @@ export class Recorder {
       samples: this.#table.samples,
       processes: this.processes.processCount,
       lost: metrics.TracesLost + metrics.EventsLost,
-      unwindBytes: this.unwinding.stats.deltaBytes + this.unwinding.stats.trieEntries * TRIE_ENTRY_BYTES,
+      unwindBytes: this.files.stats.deltaBytes + this.processes.trieStats.trieEntries * TRIE_ENTRY_BYTES,
+    };
+  }
+
+  /** Perf map counters: maps read, truncated and refused; JIT frames named. */
+  perfMapStats(): PerfMapsStats {
+    return this.#perfMaps.stats;
+  }
+
+  /** Process-tracking counters. */
+  processStats(): ProcessStats {
+    const { filesOpened, filesRefused } = this.files.stats;
+    return { ...this.processes.stats, filesOpened, filesRefused };
+  }
+
+  /** The native unwinder's counters: files loaded, BPF memory for tables, trie entries. */
+  unwindStats(): UnwindStats {
+    const { filesMapped, filesLoaded, pagesLoaded, filesFailed, deltaBytes, loadMs } = this.files.stats;
+    const { mappingsNotInstalled, trieEntries, trieWrites } = this.processes.trieStats;
+    return {
+      filesMapped,
+      filesLoaded,
+      pagesLoaded,
+      filesFailed,
+      mappingsNotInstalled,
+      deltaBytes,
+      trieEntries,
+      trieWrites,
+      loadMs,
     };
   }
 
@@ -236,7 +295,7 @@ export class Recorder {
   }
 
   #symbolizers(): Symbolizers {
-    return { native: this.#native, kernel: () => this.#kernelSymbols(), perfMaps: this.perfMaps };
+    return { native: this.#native, kernel: () => this.#kernelSymbols(), perfMaps: this.#perfMaps };
   }
 
   /**
@@ -275,7 +334,7 @@ export class Recorder {
   }
 
   #newTable(): StackTable {
-    return new StackTable(this.processes, this.unwinding, this.interpreters, this.perfMaps);
+    return new StackTable(this.processes, this.files);
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */
@@ -293,41 +352,14 @@ export class Recorder {
     if (this.#closed) return;
     this.#closed = true;
     this.#draining = false;
-    this.interpreters.close();
-    this.tracer.close();
+    // Instances detach while the maps they write are still there; the files' handles go last.
     this.processes.close();
-    this.perfMaps.close();
+    this.tracer.close();
+    this.files.close();
     this.#native.close();
   }
 
   [Symbol.dispose](): void {
     this.close();
   }
-}
-
-/**
- * What happens when a process's mappings are read: runtimes claim their files first (so the trie entries
- * of an interpreter's file name its unwinder), then the native unwinder installs the mappings, then the
- * runtimes attach to the process. When it exits, its perf map is read to the end and let go.
- */
-function sessionListener(
-  unwinding: NativeUnwinding,
-  interpreters: InterpreterManager,
-  perfMaps: PerfMaps,
-): ProcessListener {
-  return {
-    onMappings(pid, mappings) {
-      interpreters.prepare(mappings);
-      unwinding.onMappings(pid, mappings);
-      interpreters.onMappings(pid, mappings);
-    },
-    onExit(pid) {
-      interpreters.onExit(pid);
-      unwinding.onExit(pid);
-      perfMaps.onExit(pid);
-    },
-    onPreload(file) {
-      unwinding.onPreload(file);
-    },
-  };
 }

@@ -16,16 +16,14 @@
  */
 import { getLogger } from "../log/logger.ts";
 import type { Profile } from "../profile/profile.ts";
-import type { ProcessManager } from "../process/process_manager.ts";
 import type { CommandGroup } from "../process/command_group.ts";
 import type { ProcessKey } from "../process/process_key.ts";
 import type { Pid } from "../types.ts";
-import { Recorder, type RecorderProgress } from "./recorder.ts";
+import { type ProcessStats, Recorder, type RecorderProgress, type UnwindStats } from "./recorder.ts";
 import { after, delay, every } from "../sys/timer.ts";
 import { InterruptedError, Interrupts } from "../sys/interrupts.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
-import type { NativeUnwindingStats } from "../unwind/native_unwinding.ts";
 import type { PerfMapsStats } from "../symbolize/perf_maps.ts";
 
 const logger = getLogger(["omniprof", "record"]);
@@ -83,9 +81,9 @@ export interface SessionResult {
   /** CLOCK_MONOTONIC time of the first sample (ns), or null; comparable with other tools' clocks. */
   firstSampleKtimeNs: number | null;
   /** Process-tracking counters. */
-  processStats: ProcessManager["stats"];
+  processStats: ProcessStats;
   /** Native unwinder counters (files loaded, BPF memory for tables). */
-  unwindStats: NativeUnwindingStats;
+  unwindStats: UnwindStats;
   /** Perf map counters (maps read, truncated, refused; JIT frames named). */
   perfMapStats: PerfMapsStats;
 }
@@ -179,9 +177,9 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
       stoppedBy,
       firstSampleMs: recorder.firstSampleMs,
       firstSampleKtimeNs: recorder.firstSampleKtimeNs,
-      processStats: { ...recorder.processes.stats },
-      unwindStats: recorder.unwinding.stats,
-      perfMapStats: recorder.perfMaps.stats,
+      processStats: recorder.processStats(),
+      unwindStats: recorder.unwindStats(),
+      perfMapStats: recorder.perfMapStats(),
     };
   } finally {
     progressTimer?.[Symbol.dispose]();

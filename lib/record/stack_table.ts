@@ -7,7 +7,7 @@
  * @example
  * ```ts ignore
  * import { StackTable } from "./stack_table.ts";
- * const table = new StackTable(processes);
+ * const table = new StackTable(processes, files);
  * tracer.drain(table); // RecordSink
  * for (const stack of table.stacks()) console.log(stack.comm, stack.count);
  * ```
@@ -15,17 +15,13 @@
  * @module
  */
 import type { RecordSink } from "../bpf/ring_buffer.ts";
-import type { MappedFile, ProcessManager } from "../process/process_manager.ts";
+import type { MappedFile } from "../process/mapped_file.ts";
+import type { ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
-import {
-  type InterpreterFrame,
-  type SymbolizedFrame,
-  UNKNOWN_SOURCE_FILE,
-} from "../interpreter/interpreter.ts";
-import { frameKindOf } from "../profile/profile.ts";
+import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interpreter.ts";
 import type { PerfMap } from "../symbolize/perf_map.ts";
-import type { PerfMaps } from "../symbolize/perf_maps.ts";
+import { frameKindOf } from "../profile/profile.ts";
 import {
   COMM_LENGTH,
   FRAME_ADDRESS,
@@ -101,23 +97,12 @@ interface Entry {
   next: Entry | null;
 }
 
-/** The files that BPF frames refer to by id (the native unwinder's registry). */
-export interface FileRegistry {
-  fileById(id: number): MappedFile | undefined;
-  /** The unwinder met code of file `id` at ELF address `address` that it has no deltas for. */
-  onFileNeeded(id: number, address: number): void;
+/** What the table needs of the file registry: the files BPF frames refer to by id. */
+export interface TraceFiles {
+  fileByBpfId(bpfId: number): MappedFile | undefined;
+  /** The unwinder met code of file `bpfId` at ELF address `address` that it has no deltas for. */
+  onFileNeeded(bpfId: number, address: number): void;
 }
-
-const NO_FILES: FileRegistry = { fileById: () => undefined, onFileNeeded: () => {} };
-
-/** Names interpreter frames while their process lives (the interpreter plug-ins). */
-export interface InterpreterFrames {
-  symbolize(pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null;
-  /** BPF found the process's state wanting (e.g. a runtime still starting up): read it again. */
-  refresh?(pid: Pid): void;
-}
-
-const NO_INTERPRETERS: InterpreterFrames = { symbolize: () => null };
 
 /** What an interpreter frame reads as when its process could not name it. */
 const UNKNOWN_INTERPRETER_FRAME = {
@@ -139,10 +124,7 @@ const decoder = new TextDecoder();
 /** Aggregated stacks plus process bookkeeping; a RecordSink for RingBufferReader.drain(). */
 export class StackTable implements RecordSink {
   #processes: ProcessManager;
-  #fileById: (id: number) => MappedFile | undefined;
-  #onFileNeeded: (id: number, address: number) => void;
-  #interpreters: InterpreterFrames;
-  #perfMaps: PerfMaps | null;
+  #files: TraceFiles;
   #buckets = new Map<number, Entry>();
   /** Stacks with interpreter frames, by what they name (see decodedKey). */
   #interpreterStacks = new Map<string, Stack>();
@@ -158,22 +140,13 @@ export class StackTable implements RecordSink {
   firstSampleKtimeNs = -1;
 
   /**
-   * `files` names the files behind the file ids of frames unwound in BPF, and loads a file's unwind
-   * tables when BPF asks for them; `interpreters` names the frames of interpreter unwinders; `perfMaps`
-   * gives the perf map of a process for its frames in anonymous executable memory (else they stay
-   * offsets in that memory).
+   * `processes` handles process events, resolves addresses and names interpreter frames; `files` names
+   * the files behind the file ids of frames unwound in BPF, and loads a file's unwind tables when BPF asks
+   * for them.
    */
-  constructor(
-    processes: ProcessManager,
-    files: FileRegistry = NO_FILES,
-    interpreters: InterpreterFrames = NO_INTERPRETERS,
-    perfMaps: PerfMaps | null = null,
-  ) {
+  constructor(processes: ProcessManager, files: TraceFiles) {
     this.#processes = processes;
-    this.#interpreters = interpreters;
-    this.#perfMaps = perfMaps;
-    this.#fileById = (id) => files.fileById(id);
-    this.#onFileNeeded = (id, address) => files.onFileNeeded(id, address);
+    this.#files = files;
   }
 
   /** Distinct stacks, in order of first appearance. */
@@ -204,19 +177,16 @@ export class StackTable implements RecordSink {
         this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
       case EventKind.FileNeeded:
-        this.#onFileNeeded(
+        this.#files.onFileNeeded(
           view.getUint32(offset + PROCESS_EVENT_FILE_ID, true),
           // ELF addresses of user code stay below 2^53.
           view.getUint32(offset + PROCESS_EVENT_ADDRESS, true) +
             view.getUint32(offset + PROCESS_EVENT_ADDRESS + 4, true) * 2 ** 32,
         );
         break;
-      case EventKind.ProcessStale: {
-        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
-        this.#processes.onStale(pid);
-        this.#interpreters.refresh?.(pid);
+      case EventKind.ProcessStale:
+        this.#processes.onStale(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
-      }
       case EventKind.ProcessExit:
         // Records of the process may still follow in this drain (from other CPUs); forget it after.
         this.#exited.push(view.getUint32(offset + RECORD_PID, true) as Pid);
@@ -293,7 +263,7 @@ export class StackTable implements RecordSink {
     const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
     const frames: StackFrame[] = [];
     /** The process's perf map, once a frame of the trace needs it. */
-    let perfMap: PerfMap | undefined;
+    let perfMap: PerfMap | null | undefined;
     for (let i = 0; i < numFrames; i++) {
       const at = offset + TRACE_FRAMES + i * FRAME_SIZE;
       const kind = view.getUint8(at + FRAME_KIND);
@@ -313,7 +283,7 @@ export class StackTable implements RecordSink {
         const fileId = view.getUint32(at + FRAME_FILE_ID + 4, true) * 0x100000000 +
           view.getUint32(at + FRAME_FILE_ID, true);
         const addrOrLine = high * 0x100000000 + low;
-        const symbol = this.#interpreters.symbolize(pid, { kind, fileId, addrOrLine }) ??
+        const symbol = this.#processes.symbolize(pid, { kind, fileId, addrOrLine }) ??
           { kind: frameKindOf(kind), ...UNKNOWN_INTERPRETER_FRAME };
         frames.push({
           kind,
@@ -330,18 +300,20 @@ export class StackTable implements RecordSink {
       const address = high >= USER_SPACE_HIGH ? 0 : high * 0x100000000 + low;
       if (flags & FrameFlag.AbsoluteAddress) {
         const resolved = this.#processes.resolve(pid, address as Address);
-        if (resolved?.mapping.file.kind === "anonymous" && this.#perfMaps !== null) {
+        if (resolved?.mapping.file.kind === "anonymous") {
           // JIT code: named later from the map, which is looked for now, while the process runs.
-          perfMap ??= this.#perfMaps.of(pid);
-          frames.push({
-            kind,
-            returnAddress,
-            addressKind: "jit",
-            address,
-            file: resolved.mapping.file,
-            perfMap,
-          });
-          continue;
+          perfMap ??= this.#processes.perfMapOf(pid);
+          if (perfMap) {
+            frames.push({
+              kind,
+              returnAddress,
+              addressKind: "jit",
+              address,
+              file: resolved.mapping.file,
+              perfMap,
+            });
+            continue;
+          }
         }
         frames.push(
           resolved
@@ -356,7 +328,7 @@ export class StackTable implements RecordSink {
         );
       } else {
         const fileId = view.getUint32(at + FRAME_FILE_ID, true);
-        const file = this.#fileById(fileId) ?? null;
+        const file = this.#files.fileByBpfId(fileId) ?? null;
         const signalTrampoline = (flags & FrameFlag.SignalTrampoline) !== 0;
         frames.push({
           kind,

@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import type { InterpreterFrame, SymbolizedFrame } from "../interpreter/interpreter.ts";
+import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
 import { PerfMaps } from "../symbolize/perf_maps.ts";
 import { RegularFile } from "../sys/regular_file.ts";
 import type { Pid } from "../types.ts";
-import { type InterpreterFrames, StackTable } from "./stack_table.ts";
+import { StackTable } from "./stack_table.ts";
 import {
   FRAME_ADDRESS,
   FRAME_FILE_ID,
@@ -50,10 +51,13 @@ function traceRecord(pid: number, frames: PyFrame[]): DataView {
   return view;
 }
 
-/** Names code 0x7f0000001000 "outer" and others "inner"; a line per 10 bytes of bytecode. */
-class FakePython implements InterpreterFrames {
+/**
+ * Processes whose runtime names code 0x7f0000001000 "outer" and others "inner"; a line per 10 bytes of
+ * bytecode.
+ */
+class FakePython extends ProcessManager {
   calls = 0;
-  symbolize(_pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null {
+  override symbolize(_pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null {
     this.calls++;
     if (frame.fileId === 0xdead) return null;
     const offset = frame.addrOrLine % 2 ** 32;
@@ -71,9 +75,9 @@ function feed(table: StackTable, record: DataView): void {
 }
 
 Deno.test("StackTable counts an identical trace again without naming its frames again", () => {
-  using processes = new ProcessManager();
-  const python = new FakePython();
-  const table = new StackTable(processes, undefined, python);
+  using files = new FileRegistry();
+  const python = new FakePython({ files });
+  const table = new StackTable(python, files);
   const frames = [{ code: 0x7f0000002000, offset: 4 }, { code: 0x7f0000001000, offset: 30 }];
   feed(table, traceRecord(4242, frames));
   feed(table, traceRecord(4242, frames));
@@ -85,8 +89,8 @@ Deno.test("StackTable counts an identical trace again without naming its frames 
 });
 
 Deno.test("StackTable merges traces that differ only within a line, and keeps lines apart", () => {
-  using processes = new ProcessManager();
-  const table = new StackTable(processes, undefined, new FakePython());
+  using files = new FileRegistry();
+  const table = new StackTable(new FakePython({ files }), files);
   const outer = { code: 0x7f0000001000, offset: 30 };
   feed(table, traceRecord(4242, [{ code: 0x7f0000002000, offset: 2 }, outer]));
   feed(table, traceRecord(4242, [{ code: 0x7f0000002000, offset: 6 }, outer])); // same line 1
@@ -98,8 +102,8 @@ Deno.test("StackTable merges traces that differ only within a line, and keeps li
 });
 
 Deno.test("StackTable keeps a frame its process cannot name, as <unknown> of its kind", () => {
-  using processes = new ProcessManager();
-  const table = new StackTable(processes, undefined, new FakePython());
+  using files = new FileRegistry();
+  const table = new StackTable(new FakePython({ files }), files);
   feed(table, traceRecord(4242, [{ code: 0xdead, offset: 0 }]));
   const frame = table.stacks()[0]!.frames[1]!;
   assert.equal(frame.addressKind, "interpreter");
@@ -128,10 +132,11 @@ Deno.test("StackTable settles an exit before a fork that hands its PID out again
       Deno.mkdirSync(`${root}/${pid}`);
       Deno.writeTextFileSync(`${root}/${pid}/maps`, "10000-11000 r-xp 00000000 00:00 0 \n");
     }
-    using processes = new ProcessManager({ procRoot: root });
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root });
     processes.onExec(500 as Pid);
     processes.onExec(700 as Pid);
-    const table = new StackTable(processes);
+    const table = new StackTable(processes, files);
     feed(table, processEvent(EventKind.ProcessExit, 700));
     feed(table, processEvent(EventKind.ProcessFork, 700, 500));
     table.endDrain();
@@ -170,14 +175,16 @@ Deno.test("StackTable gives a frame in anonymous executable memory its process's
     );
     Deno.writeTextFileSync(`${root}/perf-500.map`, "10000 20 JS:*work /app.js:1:1\n");
     let looks = 0;
-    using perfMaps = new PerfMaps({
+    const perfMaps = new PerfMaps({
       open: (pid) => {
         looks++;
         return { kind: "opened", file: RegularFile.open(`${root}/perf-${pid}.map`) };
       },
     });
-    using processes = new ProcessManager({ procRoot: root });
-    const table = new StackTable(processes, undefined, undefined, perfMaps);
+    using files = new FileRegistry({ procRoot: root });
+    // The process manager owns the perf maps and closes them.
+    using processes = new ProcessManager({ files, procRoot: root, perfMaps });
+    const table = new StackTable(processes, files);
     feed(table, absoluteTrace(500, [0x10010, 0x10500, 0x30000]));
     assert.equal(looks, 1, "the map is looked for when the process's first JIT frame is resolved");
     const [leaf, caller, outside] = table.stacks()[0]!.frames;
@@ -188,7 +195,8 @@ Deno.test("StackTable gives a frame in anonymous executable memory its process's
     assert.equal(caller!.addressKind, "jit");
     assert.equal(outside!.addressKind, "absolute", "in no mapping");
     // Without perf maps, as before: an offset into the anonymous memory.
-    const plain = new StackTable(processes);
+    using withoutMaps = new ProcessManager({ files, procRoot: root });
+    const plain = new StackTable(withoutMaps, files);
     feed(plain, absoluteTrace(500, [0x10010]));
     assert.deepEqual([plain.stacks()[0]!.frames[0]!.addressKind, plain.stacks()[0]!.frames[0]!.address], [
       "offset",

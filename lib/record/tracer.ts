@@ -21,7 +21,8 @@ import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
-import { fillUnwindPrograms } from "../bpf/unwind_programs.ts";
+import { fillUnwindPrograms, unwindPrograms } from "../bpf/unwind_programs.ts";
+import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { EAGAIN } from "../sys/errno.ts";
@@ -140,7 +141,7 @@ export class Tracer {
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
-      fillUnwindPrograms(object);
+      fillUnwindPrograms(object, unwindPrograms(runtimeUnwinders(RUNTIMES)));
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {

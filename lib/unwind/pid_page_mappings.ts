@@ -6,11 +6,13 @@
  *
  * The unwinder keeps the trie's answers per CPU across samples while `mapping_generation` holds the
  * value it had when they were found; so every change that can make an answer wrong (a removal, a prefix
- * laid over a mapping) writes a new value there, after the trie has changed.
+ * laid over a mapping) writes a new value there, after the trie has changed. One object of this class is
+ * the trie's only writer in a session (the process manager's mappings and the runtimes' areas both go
+ * through it), so a count of changes is a value no earlier answer carries.
  *
  * @module
  */
-import { type BpfMap, writeU64 } from "../bpf/map.ts";
+import { type MapWriter, writeU64 } from "../bpf/map.ts";
 import { type Prefix, prefixesForRange } from "../lpm/prefixes.ts";
 import type { Pid } from "../types.ts";
 import { encodeBiasAndUnwindProgram } from "../../support/bias_and_unwind_program.ts";
@@ -26,10 +28,12 @@ const ADDRESS_BITS = StackDeltaConstants.BitWidthPage;
 
 /** Writes and removes a process's entries of the trie. */
 export class PidPageMappings {
-  #map: BpfMap;
-  #generation: BpfMap;
+  #map: MapWriter;
+  #generation: MapWriter;
   #generationKey = new Uint8Array(BPF_MAPS.mapping_generation.keySize);
   #generationValue = new Uint8Array(BPF_MAPS.mapping_generation.valueSize);
+  /** Changes that could make a cached answer wrong, so far: the generation BPF compares against. */
+  #changes = 0;
   #key = new Uint8Array(pidPageMappingKeyLayout.sizeof);
   #keyView = new DataView(this.#key.buffer);
   #value = new Uint8Array(pidPageMappingInfoLayout.sizeof);
@@ -40,7 +44,7 @@ export class PidPageMappings {
   writes = 0;
 
   /** `map` is the trie, `generation` the one-entry array the unwinder checks its cached answers against. */
-  constructor(map: BpfMap, generation: BpfMap) {
+  constructor(map: MapWriter, generation: MapWriter) {
     this.#map = map;
     this.#generation = generation;
   }
@@ -116,13 +120,9 @@ export class PidPageMappings {
     if (removed) this.#changeGeneration();
   }
 
-  /**
-   * Writes a random generation rather than a count: the trie has more than one writer (native mappings,
-   * interpreters' areas), and random 64-bit values need no shared counter to differ from every earlier
-   * one.
-   */
+  /** Writes the next generation: BPF starts at 0, and counts stay exact in a double far past any session. */
   #changeGeneration(): void {
-    crypto.getRandomValues(this.#generationValue);
+    writeU64(new DataView(this.#generationValue.buffer), 0, ++this.#changes);
     this.#generation.update(this.#generationKey, this.#generationValue);
   }
 

@@ -14,6 +14,7 @@
  * @module
  */
 import type { Address, Pid } from "../../types.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
 import type { AddressRange, Data, EbpfHandler } from "../interpreter.ts";
 import type { GlibcThreadLayout } from "../glibc_threads.ts";
 import type { RemoteMemory } from "../remote_memory.ts";
@@ -43,8 +44,6 @@ export interface PythonFileFacts {
 
 /** Host-side settings of {@linkcode PythonData.attach}. */
 export interface PythonDataOptions {
-  /** Where procfs is mounted (to find the process's libc and loader). */
-  procRoot?: string;
   /**
    * glibc's thread layout, when the caller already knows it; otherwise each instance reads it from the
    * libc its process maps (null: do not use glibc structures at all).
@@ -78,7 +77,13 @@ export class PythonData implements Data {
    * @throws {RangeError} when its 3.13 debug offsets are missing, of another version, or of a
    * free-threaded build (whose layouts differ).
    */
-  attach(ebpf: EbpfHandler, pid: Pid, bias: number, memory: RemoteMemory): PythonInstance {
+  attach(
+    ebpf: EbpfHandler,
+    pid: Pid,
+    bias: number,
+    memory: RemoteMemory,
+    mappings: readonly ResolvedMapping[],
+  ): PythonInstance {
     const runtime = (bias + this.facts.runtimeVaddr) as Address;
     let offsets = this.offsets;
     if (this.facts.version.minor >= 13) {
@@ -104,9 +109,9 @@ export class PythonData implements Data {
       bias,
       runtime,
       memory,
+      mappings,
       facts: this.facts,
       offsets,
-      procRoot: this.#options.procRoot ?? "/proc",
       glibc: this.#options.glibc,
     });
     instance.publish(ebpf);

@@ -50,12 +50,18 @@ for (const install of installs.found) {
     await using python = await startPython(install.executable, chainScript().source);
     using attached = attachPython(python.pid);
     const ebpf = new CountingHandler();
-    const instance = attached.data.attach(ebpf, python.pid, attached.instance.bias, attached.memory);
+    const instance = attached.data.attach(
+      ebpf,
+      python.pid,
+      attached.instance.bias,
+      attached.memory,
+      attached.mappings,
+    );
     assert.equal(ebpf.writes, 1);
     const record = ebpf.procDataOf("python", python.pid);
     assert.deepEqual(record, encodePythonProcInfo(instance.procInfo()));
     assert.equal(record?.length, PYTHON_PROC_INFO_LAYOUT.sizeof);
-    instance.synchronizeMappings(ebpf);
+    instance.synchronizeMappings(ebpf, python.pid, attached.mappings);
     assert.equal(ebpf.writes, 1, "an unchanged record is not rewritten");
     const glibc = instance.tsdInfo();
     assert.ok(glibc !== null);

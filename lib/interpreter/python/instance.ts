@@ -21,6 +21,7 @@
  * @module
  */
 import { getLogger } from "../../log/logger.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import type { Address, Pid } from "../../types.ts";
 import { FileRefusedError } from "../../sys/regular_file.ts";
@@ -87,9 +88,10 @@ export interface PythonInstanceInit {
   bias: number;
   runtime: Address;
   memory: RemoteMemory;
+  /** The process's executable mappings, where its C library and dynamic loader are found. */
+  mappings: readonly ResolvedMapping[];
   facts: PythonFileFacts;
   offsets: PythonOffsets;
-  procRoot: string;
   glibc?: GlibcThreadLayout | null;
 }
 
@@ -112,7 +114,7 @@ export class PythonInstance extends InstanceStubs {
   readonly symbolizer: PythonSymbolizer;
   readonly #memory: RemoteMemory;
   readonly #facts: PythonFileFacts;
-  readonly #procRoot: string;
+  #mappings: readonly ResolvedMapping[];
   #glibc: GlibcThreadLayout | null | undefined;
   #tsdInfo: TsdInfo | null = null;
   #tsdKey: number | null = null;
@@ -130,7 +132,7 @@ export class PythonInstance extends InstanceStubs {
     this.offsets = init.offsets;
     this.#memory = init.memory;
     this.#facts = init.facts;
-    this.#procRoot = init.procRoot;
+    this.#mappings = init.mappings;
     this.#glibc = init.glibc;
     this.symbolizer = new PythonSymbolizer(init.memory, init.offsets);
   }
@@ -242,7 +244,7 @@ export class PythonInstance extends InstanceStubs {
   glibc(): GlibcThreadLayout | null {
     if (this.#glibc !== undefined) return this.#glibc;
     try {
-      const { libc } = findProcessLibraries(this.pid, this.#procRoot);
+      const { libc } = findProcessLibraries(this.#mappings);
       if (libc === null) return null;
       this.#glibc = null;
       using elf = ElfFile.fromFile(libc.open(), libc.path);
@@ -297,7 +299,7 @@ export class PythonInstance extends InstanceStubs {
     const glibc = this.glibc();
     if (glibc === null) return null;
     try {
-      const { loader } = findProcessLibraries(this.pid, this.#procRoot);
+      const { loader } = findProcessLibraries(this.#mappings);
       if (loader === null) return null;
       using elf = ElfFile.fromFile(loader.open(), loader.path);
       const rDebug = findElfSymbols(elf, ["_r_debug"]).get("_r_debug");
@@ -393,8 +395,12 @@ export class PythonInstance extends InstanceStubs {
     this.symbolizer.clear();
   }
 
-  /** The mappings changed: the runtime may have initialized since attach (the TSD key), so republish. */
-  override synchronizeMappings(ebpf: EbpfHandler): void {
+  /**
+   * The mappings changed: the runtime may have initialized since attach (the TSD key), and a process
+   * caught at exec has mapped its C library since, so republish.
+   */
+  override synchronizeMappings(ebpf: EbpfHandler, _pid: Pid, mappings: readonly ResolvedMapping[]): void {
+    this.#mappings = mappings;
     try {
       this.publish(ebpf);
     } catch (error) {

@@ -16,11 +16,11 @@
  *
  * @module
  */
-import { parseProcMaps } from "../../process/proc_maps.ts";
 import { statFields } from "../../process/proc_stat.ts";
 import { asPid, type Pid } from "../../types.ts";
-import { fileIdOf } from "../../process/file_id.ts";
-import { openMappedFile } from "../../process/mapped_file_opener.ts";
+import { FileRegistry } from "../../process/file_registry.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
+import { ProcessManager } from "../../process/process_manager.ts";
 import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { mappingBias } from "../process_libraries.ts";
@@ -459,6 +459,8 @@ export interface AttachedPython extends Disposable {
   readonly instance: PythonInstance;
   readonly memory: RemoteMemory;
   readonly ebpf: MemoryEbpfHandler;
+  /** The process's executable mappings, as the instance was given them. */
+  readonly mappings: readonly ResolvedMapping[];
   /** The interpreter file's path in the process. */
   readonly path: string;
 }
@@ -471,43 +473,50 @@ export interface AttachedPython extends Disposable {
  */
 export function attachPython(pid: Pid): AttachedPython {
   const ebpf = new MemoryEbpfHandler();
-  const mappings = parseProcMaps(Deno.readTextFileSync(`/proc/${pid}/maps`));
-  const tried = new Set<string>();
-  for (const mapping of mappings) {
-    if (!mapping.path.startsWith("/") || tried.has(mapping.path)) continue;
-    tried.add(mapping.path);
-    const open = () => openMappedFile(pid, mapping);
-    let fileId;
-    try {
-      using file = open();
-      fileId = fileIdOf(file);
-    } catch {
-      continue;
+  const files = new FileRegistry();
+  const processes = new ProcessManager({ files });
+  const close = () => {
+    processes.close();
+    files.close();
+  };
+  try {
+    processes.onExec(pid);
+    const mappings = processes.mappingsOf(pid);
+    const tried = new Set<string>();
+    for (const mapping of mappings) {
+      const file = mapping.file;
+      if (file.fileId === null || !file.readable || tried.has(file.path)) continue;
+      tried.add(file.path);
+      using info = new LoaderInfo({ fileId: file.fileId, fileName: mapping.path, open: () => file.open() });
+      let data: PythonData | null;
+      try {
+        data = pythonLoader(ebpf, info) as PythonData | null;
+      } catch (error) {
+        if (error instanceof RangeError) continue;
+        throw error;
+      }
+      if (data === null) continue;
+      const bias = mappingBias(mapping, info.getElf().loadSegments);
+      if (bias === null) throw new Error(`Cannot compute the bias of ${mapping.path} in ${pid}`);
+      const memory = RemoteMemory.open(pid);
+      const instance = data.attach(ebpf, pid, bias, memory, mappings);
+      return {
+        data,
+        instance,
+        memory,
+        ebpf,
+        mappings,
+        path: mapping.path,
+        [Symbol.dispose]() {
+          instance.detach(ebpf, pid);
+          memory.close();
+          close();
+        },
+      };
     }
-    using info = new LoaderInfo({ fileId, fileName: mapping.path, open });
-    let data: PythonData | null;
-    try {
-      data = pythonLoader(ebpf, info) as PythonData | null;
-    } catch (error) {
-      if (error instanceof RangeError) continue;
-      throw error;
-    }
-    if (data === null) continue;
-    const bias = mappingBias(mapping, info.getElf().loadSegments);
-    if (bias === null) throw new Error(`Cannot compute the bias of ${mapping.path} in ${pid}`);
-    const memory = RemoteMemory.open(pid);
-    const instance = data.attach(ebpf, pid, bias, memory);
-    return {
-      data,
-      instance,
-      memory,
-      ebpf,
-      path: mapping.path,
-      [Symbol.dispose]() {
-        instance.detach(ebpf, pid);
-        memory.close();
-      },
-    };
+    throw new Error(`No Python interpreter among the mappings of ${pid}: ${[...tried].join(", ")}`);
+  } catch (error) {
+    close();
+    throw error;
   }
-  throw new Error(`No Python interpreter among the mappings of ${pid}: ${[...tried].join(", ")}`);
 }

@@ -1,0 +1,62 @@
+/**
+ * What the profiler knows of one runtime, in one object that the runtime's folder exports (its
+ * `runtime.ts`) and the runtime list (runtimes.ts) names: how its files are recognised, which BPF program
+ * unwinds its frames, where BPF keeps its per-process records, and what `omniprof check` says of it.
+ * Nothing outside the runtime's folder names the runtime; everything else reads these fields.
+ *
+ * @example
+ * ```ts ignore
+ * import type { Runtime } from "../runtime.ts";
+ * export const rubyRuntime: Runtime = {
+ *   name: "ruby",
+ *   loader: rubyLoader,
+ *   unwinder: { slot: "Ruby", program: "unwind_ruby" },
+ *   processMap: "ruby_procs",
+ *   check: null,
+ * };
+ * ```
+ *
+ * @module
+ */
+import type { Unwinder } from "../bpf/unwind_programs.ts";
+import type { BpfMapName } from "../../support/bpf_catalogue.ts";
+import type { LoadSegment } from "../elf/elf_file.ts";
+import type { Data, InterpreterType, Loader } from "./interpreter.ts";
+
+/** A runtime's check for `omniprof check`. */
+export interface RuntimeCheck {
+  /** What the line names (`<runtime> frames`). */
+  readonly name: string;
+  /**
+   * What this machine supports of the runtime, in a few words.
+   *
+   * @throws {Error} saying why its frames cannot be had here.
+   */
+  run(): string;
+}
+
+/** One runtime, as the rest of the profiler sees it. */
+export interface Runtime {
+  /** Its frame kind, which names its per-process records too. */
+  readonly name: InterpreterType;
+  /** Recognises the runtime's files (executables, libraries) and reads what is true of each. */
+  readonly loader: Loader;
+  /** Its BPF unwinder and the tail-call slot it fills; null for a runtime whose frames are native. */
+  readonly unwinder: Unwinder | null;
+  /**
+   * The BPF hash map of its per-process records (pid -> record), or null. It fills as processes appear,
+   * so it is allocated on demand where the kernel allows (lib/record/map_allocation.ts).
+   */
+  readonly processMap: BpfMapName | null;
+  /** What `omniprof check` tests for it, if anything beyond the BPF programs loading. */
+  readonly check: RuntimeCheck | null;
+}
+
+/** A runtime's claim on one file: what its loader made of the file. */
+export interface RuntimeClaim {
+  readonly runtime: Runtime;
+  /** The runtime's per-file data. */
+  readonly data: Data;
+  /** The file's program headers, for the bias of each process's mapping of it. */
+  readonly segments: readonly LoadSegment[];
+}

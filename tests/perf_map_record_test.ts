@@ -108,9 +108,17 @@ function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: num
   }));
 }
 
+/**
+ * The tag V8 gives JavaScript code in a perf map: `JS:` since V8 11 (Node 20), `LazyCompile:`, `Function:`,
+ * `InterpretedFunction:`, `Script:` or `Eval:` before (Node 18, Debian 12's).
+ */
+const JS_TAG = /^(?:JS|LazyCompile|Function|InterpretedFunction|Script|Eval):/;
+
 /** The function of a V8 map name (`JS:*name /file.js:1:2`, `~` interpreted, `^` baseline, `*` optimized). */
 function jsFunction(name: string): string | null {
-  return /^JS:[~^*+-]?(\S*)/.exec(name)?.[1] ?? null;
+  const tag = JS_TAG.exec(name);
+  if (tag === null) return null;
+  return /^[~^*+-]?(\S*)/.exec(name.slice(tag[0].length))?.[1] ?? null;
 }
 
 Deno.test(tracingTest(
@@ -162,7 +170,7 @@ Deno.test(tracingTest(
           ) continue;
           inJit += count;
           const expected = lookup(leaf.address);
-          if (expected !== null && expected.startsWith("JS:") && leaf.name === expected) named += count;
+          if (expected !== null && JS_TAG.test(expected) && leaf.name === expected) named += count;
           if (jsFunction(leaf.name) !== "chainLeaf") continue;
           inLeaf += count;
           const functions = frames.map((frame) => jsFunction(frame.name)).filter((name) => name !== null);

@@ -19,12 +19,20 @@ for (const install of installs.found) {
   const python = interpreterFileOf(install.executable);
 
   // Every build, 3.11+ included, so the code path is checked on position-independent libraries and on
-  // Debian's position-dependent executable alike.
+  // Debian's position-dependent executable alike. It is how 3.8-3.10 (no Py_Version) are read, so there it
+  // must find the version; from 3.11 the loader reads Py_Version first, and this scan must then give the
+  // right version or none, never a wrong one (Debian 13's python3.13 builds Py_GetVersion so that it finds
+  // none).
   Deno.test(codeTest(install.label), () => {
     using elf = ElfFile.open(python.path);
     const getVersion = findElfSymbols(elf, ["Py_GetVersion"]).get("Py_GetVersion");
     assert.ok(getVersion !== undefined, `${python.path} defines Py_GetVersion`);
-    assert.deepEqual(versionFromGetVersionCode(elf, getVersion), hexVersionParts(python.hexversion));
+    const found = versionFromGetVersionCode(elf, getVersion);
+    if (python.version[1] >= 11 && found === null) {
+      console.log(`${install.label}: no version in Py_GetVersion's code; Py_Version names it`);
+      return;
+    }
+    assert.deepEqual(found, hexVersionParts(python.hexversion));
   });
 
   Deno.test(dataTest(install.label), () => {

@@ -15,14 +15,9 @@ import {
   tracing,
 } from "./helpers.ts";
 import { run } from "../lib/testing/commands.ts";
-import {
-  bootstrapped,
-  optional,
-  programs,
-  type Requirement,
-  requiring,
-} from "../lib/testing/requirements.ts";
+import { bootstrapped, programs, type Requirement, requiring } from "../lib/testing/requirements.ts";
 import type { MappedFileReport } from "./read_mapped_file.ts";
+import { privateMountNamespaces } from "../lib/testing/mount_namespaces.ts";
 
 /** setpriv arguments that drop what /proc/PID/map_files needs, keeping what BPF and perf need. */
 const WITHOUT_MAP_FILES = [
@@ -254,25 +249,12 @@ Deno.test(
   }),
 );
 
+const mountNamespaces = privateMountNamespaces();
+
 /**
  * Runs the workload in a mount namespace of its own where `path` is `namespaceLibrary` (bind-mounted),
  * while on the host `path` is `hostLibrary`; `setup` adds shell commands run in the namespace first.
  */
-/**
- * Mount namespaces of our own: `unshare -m` makes the new namespace's mounts private, which fails where
- * `/` is not a mount point (a plain chroot, such as a freshly built Debian root): an environment without
- * them, not a fault of omniprof.
- */
-const mountNamespaces = optional(
-  Deno.uid() !== 0 || new Deno.Command("unshare", {
-      args: ["-m", "--propagation", "private", "true"],
-      stdout: "null",
-      stderr: "null",
-    }).outputSync().success
-    ? null
-    : "unshare -m cannot make mounts private here (is / a mount point? not in a plain chroot)",
-);
-
 async function inNamespace(
   path: string,
   hostLibrary: string,

@@ -1,21 +1,13 @@
 import assert from "node:assert/strict";
-import { bootstrapped, optional, programs, requiring } from "../testing/requirements.ts";
+import { bootstrapped, programs, requiring } from "../testing/requirements.ts";
 import { run } from "../testing/commands.ts";
 import type { Pid } from "../types.ts";
 import { openPerfMapFile, parseProcessStatus, type PerfMapOpening, perfMapPath } from "./perf_map_file.ts";
+import { privateMountNamespaces } from "../testing/mount_namespaces.ts";
 
 const NOBODY = 65534;
 const asRoot = bootstrapped(Deno.uid() !== 0 ? "needs root (files of other users, namespaces)" : null);
-/** Mount namespaces with private mounts, as tests/mapped_files_test.ts checks for them. */
-const mountNamespaces = optional(
-  Deno.uid() !== 0 || new Deno.Command("unshare", {
-      args: ["-m", "--propagation", "private", "true"],
-      stdout: "null",
-      stderr: "null",
-    }).outputSync().success
-    ? null
-    : "unshare -m cannot make mounts private here (is / a mount point? not in a plain chroot)",
-);
+const mountNamespaces = privateMountNamespaces();
 
 Deno.test("parseProcessStatus() takes the innermost NSpid and the effective and file-system user ids", () => {
   const status = "Name:\tsleep\nTgid:\t4242\nPid:\t4242\nUid:\t1000\t1001\t1002\t1003\n" +

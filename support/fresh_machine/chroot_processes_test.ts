@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { processesRootedIn, stopProcessesIn } from "./chroot_processes.ts";
 import { bootstrapped, requiring } from "../../lib/testing/requirements.ts";
+import { isFile } from "../../lib/sys/files.ts";
 
 Deno.test("processesRootedIn() finds this process under / and nothing under a folder no process uses", () => {
   assert.ok(processesRootedIn("/").includes(Deno.pid));
@@ -39,7 +40,7 @@ Deno.test(requiring([bootstrapped(notRoot)], {
         args: [root, "/bin/sh", "-c", "trap '' TERM; : > /ignoring; while :; do :; done"],
       }).spawn();
       const deadline = performance.now() + 30_000;
-      while (!exists(`${root}/ignoring`)) {
+      while (!isFile(`${root}/ignoring`)) {
         assert.ok(performance.now() < deadline, "the shell in the root never set its trap");
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
@@ -54,12 +55,3 @@ Deno.test(requiring([bootstrapped(notRoot)], {
     }
   },
 }));
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -246,9 +246,11 @@ int unwind_python(struct bpf_perf_event_data *ctx)
     if (tstate == 0) {
       metric_increment(METRIC_PYTHON_NO_THREAD_STATE);
       // The record was written before the runtime created its thread-state key: ask the host to read
-      // the process again, which republishes it.
+      // the process again, which republishes it; soon when the host expects the key any moment.
       if (!(info->flags & (PYTHON_PROC_TSD_VALID | PYTHON_PROC_TLS_VALID)))
-        report_process(EVENT_KIND_PROCESS_STALE, pid);
+        report_process_within(EVENT_KIND_PROCESS_STALE, pid,
+                              (info->flags & PYTHON_PROC_NOT_READY) ? RUNTIME_RETRY_INTERVAL_NS
+                                                                    : REPORT_INTERVAL_NS);
     } else {
       python->frame = current_frame(info, tstate);
       if (python->frame)

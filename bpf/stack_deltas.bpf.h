@@ -13,6 +13,9 @@
 #define BIAS_MASK 0x00ffffffffffffffULL
 // Report an unknown or stale process at most this often (ns).
 #define REPORT_INTERVAL_NS 500000000ULL
+// How often a runtime whose record is about to become usable (it is initializing) asks again: a sample
+// period at 499 Hz, so that a process started mid-recording loses a sample or two, not half a second.
+#define RUNTIME_RETRY_INTERVAL_NS 2000000ULL
 
 static __always_inline struct pid_page_mapping_info *lookup_mapping(__u32 pid, __u64 pc)
 {
@@ -235,17 +238,23 @@ static __always_inline int find_rule(__u64 file_id, __u64 vaddr, struct resolved
   return RULE_FOUND;
 }
 
-// Asks the host to (re)read a process, at most every REPORT_INTERVAL_NS per process.
-static __always_inline void report_process(__u32 kind, __u32 pid)
+// Asks the host to (re)read a process, at most every `interval_ns` per process.
+static __always_inline void report_process_within(__u32 kind, __u32 pid, __u64 interval_ns)
 {
   __u64 now = bpf_ktime_get_ns();
   __u64 *last = bpf_map_lookup_elem(&reported_pids, &pid);
-  if (last && now - *last < REPORT_INTERVAL_NS)
+  if (last && now - *last < interval_ns)
     return;
   bpf_map_update_elem(&reported_pids, &pid, &now, BPF_ANY);
   struct process_event *event = process_event_reserve(kind, pid, 0, now);
   if (event)
     process_event_submit(event);
+}
+
+// Asks the host to (re)read a process, at most every REPORT_INTERVAL_NS per process.
+static __always_inline void report_process(__u32 kind, __u32 pid)
+{
+  report_process_within(kind, pid, REPORT_INTERVAL_NS);
 }
 
 // Asks the host to load the deltas of a file's page holding `vaddr`, at most every REPORT_INTERVAL_NS

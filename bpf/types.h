@@ -295,6 +295,9 @@ struct interpreter_offsets {
 enum python_proc_flag {
   PYTHON_PROC_TLS_VALID = 0x1,
   PYTHON_PROC_TSD_VALID = 0x2,
+  // Neither route is valid yet, but will be soon (the runtime has not created its thread-state key, or
+  // the C library is not mapped yet): the unwinder asks the host to publish again at the short interval.
+  PYTHON_PROC_NOT_READY = 0x4,
 };
 
 // _PyInterpreterFrame.owner of the shim frame the eval loop pushes on entry (3.12+).

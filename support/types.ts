@@ -358,6 +358,7 @@ export type InterpreterConstants = (typeof InterpreterConstants)[keyof typeof In
 export const PythonProcFlag = {
   TlsValid: 1,
   TsdValid: 2,
+  NotReady: 4,
 } as const;
 /** One value of {@linkcode PythonProcFlag}. */
 export type PythonProcFlag = (typeof PythonProcFlag)[keyof typeof PythonProcFlag];

@@ -137,3 +137,23 @@ Deno.test("a fork to a PID still tracked drops the process that held it first", 
     assert.equal(processes.resolve(600 as Pid, 0x50004 as Address)?.fileOffset, 4, "the parent's mappings");
   });
 });
+
+Deno.test("a process just exec'd is read again at once when it maps new code, a few times only", () => {
+  const root = fakeProc({ 700: mapsLine(0x70000) });
+  try {
+    const bpf = new MemoryProcessBpf();
+    using files = new FileRegistry({ procRoot: root });
+    // An interval no test run reaches: every re-read below is one of the quick ones after exec.
+    using processes = new ProcessManager({ files, bpf, procRoot: root, resyncIntervalMs: 3_600_000 });
+    processes.onExec(700 as Pid);
+    // The dynamic loader maps a library after the exec was read; its code is sampled.
+    Deno.writeTextFileSync(`${root}/700/maps`, mapsLine(0x70000) + mapsLine(0x80000));
+    assert.equal(processes.resolve(700 as Pid, 0x80010 as Address)?.fileOffset, 0x10);
+    assert.equal(processes.stats.resyncs, 1);
+    for (let i = 0; i < 10; i++) processes.onStale(700 as Pid);
+    assert.equal(processes.stats.resyncs, 4, "four quick re-reads after an exec, then the interval rules");
+    assert.equal(processes.stats.syncs, 5);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});

@@ -102,6 +102,12 @@ const MAX_THREADS = 65536;
 const DEFAULT_MAX_FRAMES = 128;
 /** glibc's PTHREAD_KEY_2NDLEVEL_SIZE, for when the process's libc could not be read. */
 const GLIBC_KEYS_PER_BLOCK = 32;
+/**
+ * How long after attach a record that cannot find thread states yet is marked "not ready" (BPF then asks
+ * again every few milliseconds). CPython creates its thread-state key within milliseconds of exec; past
+ * this, a process whose key stays unreadable is asked about at BPF's normal rate.
+ */
+const NOT_READY_WINDOW_MS = 2000;
 
 /** CPython state of one process. */
 export class PythonInstance extends InstanceStubs {
@@ -122,6 +128,7 @@ export class PythonInstance extends InstanceStubs {
   #detached = false;
   #published: Uint8Array | null = null;
   #symbolized = 0;
+  readonly #attachedAt = performance.now();
 
   constructor(init: PythonInstanceInit) {
     super();
@@ -346,13 +353,21 @@ export class PythonInstance extends InstanceStubs {
     // The flat formula reaches only glibc's first key block; a later key needs the two-level lookup,
     // which BPF does not do: leave TSD off then (TLS may still work).
     const keysPerBlock = this.glibc()?.keysPerBlock ?? GLIBC_KEYS_PER_BLOCK;
+    const keyPending = key === null;
     if (key !== null && tsd !== null && !tsd.indirect && key >= keysPerBlock) key = null;
+    const tls = this.tlsThreadStateOffset();
+    // No route to the thread state yet, only because the runtime or the dynamic loader has not got that
+    // far: samples in the eval loop meanwhile have BPF ask for this record again at once.
+    const libcPending = tsd === null && this.#glibc === undefined;
+    const notReady = tls === null && (key === null || tsd === null) && (keyPending || libcPending) &&
+      performance.now() - this.#attachedAt < NOT_READY_WINDOW_MS;
     return {
       version: (this.version.major << 8) | this.version.minor,
       frameModel: o.frameModel === "frame-object" ? 0 : 1,
       instructionModel: o.instructionModel,
-      tlsThreadState: this.tlsThreadStateOffset(),
+      tlsThreadState: tls,
       tsdKey: key,
+      notReady,
       tsdOffset: tsd?.offset ?? null,
       tsdMultiplier: tsd?.multiplier ?? 0,
       tsdIndirect: tsd?.indirect ?? false,

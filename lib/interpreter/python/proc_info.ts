@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { pythonProcInfoLayout } from "../../../support/types.ts";
+import { PythonProcFlag, pythonProcInfoLayout } from "../../../support/types.ts";
 import type { InstructionModel } from "./offsets.ts";
 
 /** The record's contents. Absent offsets are null. */
@@ -30,6 +30,11 @@ export interface PythonProcInfo {
   readonly tlsThreadState: number | null;
   /** The pthread key of `_PyRuntime`'s autoTSSkey, null until the runtime created it. */
   readonly tsdKey: number | null;
+  /**
+   * Neither route to the thread state is known yet, but one will be shortly (the runtime is initializing,
+   * or the C library is not mapped yet): BPF asks for the record again within milliseconds.
+   */
+  readonly notReady?: boolean;
   /** The C library's TSD layout (see `TsdInfo` in ../interpreter.ts), null when unknown (not glibc). */
   readonly tsdOffset: number | null;
   readonly tsdMultiplier: number;
@@ -77,13 +82,8 @@ export interface PythonProcInfoLayout {
 /** The layout of `struct python_proc_info` in bpf/types.h, generated from the BPF object's BTF. */
 export const PYTHON_PROC_INFO_LAYOUT: PythonProcInfoLayout = pythonProcInfoLayout;
 
-/** `python_proc_info.flags` bits. */
-export const PythonProcFlag = {
-  /** tls_tstate_offset is valid. */
-  TlsValid: 0x1,
-  /** tsd_key and the tsd_* fields are valid. */
-  TsdValid: 0x2,
-} as const;
+/** `python_proc_info.flags` bits, generated from `enum python_proc_flag`. */
+export { PythonProcFlag };
 
 /** The value of an absent u16 offset. */
 export const ABSENT_OFFSET = 0xffff;
@@ -141,6 +141,7 @@ export function encodePythonProcInfo(
   let flags = 0;
   if (info.tlsThreadState !== null) flags |= PythonProcFlag.TlsValid;
   if (info.tsdKey !== null && info.tsdOffset !== null) flags |= PythonProcFlag.TsdValid;
+  if (info.notReady && flags === 0) flags |= PythonProcFlag.NotReady;
   put("tls_tstate_offset", info.tlsThreadState ?? 0, true);
   put("tsd_key", info.tsdKey ?? -1, true);
   put("tsd_offset", info.tsdOffset ?? 0, true);

@@ -71,3 +71,14 @@ Deno.test("encodePythonProcInfo() refuses values that do not fit and layouts tha
   const short = { ...PYTHON_PROC_INFO_LAYOUT, sizeof: 16 };
   assert.throws(() => encodePythonProcInfo(infoFor(11), short), RangeError);
 });
+
+Deno.test("encodePythonProcInfo() marks a record not ready only while no route to the thread state is valid", () => {
+  const flagsOf = (info: PythonProcInfo) =>
+    new DataView(encodePythonProcInfo(info).buffer).getUint16(PYTHON_PROC_INFO_LAYOUT.flags.offset, true);
+  // 3.11 before the runtime created its key: nothing valid, a key expected.
+  assert.equal(flagsOf({ ...infoFor(11), tsdKey: null, notReady: true }), 0x4);
+  assert.equal(flagsOf({ ...infoFor(11), tsdKey: null }), 0);
+  // A valid route wins: BPF has what it needs, nothing to ask.
+  assert.equal(flagsOf({ ...infoFor(11), notReady: true }), 0x2);
+  assert.equal(PythonProcFlag.NotReady, 0x4);
+});

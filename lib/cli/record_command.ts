@@ -15,6 +15,7 @@ import { holdsKernelAddresses, withoutKernelAddresses } from "../output/kernel_a
 import { runningProcess } from "../process/liveness.ts";
 import type { ProcessKey } from "../process/process_key.ts";
 import { CommandGroup, STOP_GRACE_MS } from "../process/command_group.ts";
+import { CommandGuard } from "../process/command_guard.ts";
 import type { RecorderProgress } from "../record/recorder.ts";
 import { recordSession, type SessionResult } from "../record/session.ts";
 import { exitCodeOf, InterruptedError, Interrupts } from "../sys/interrupts.ts";
@@ -146,10 +147,13 @@ export async function recordCommand(argv: string[]): Promise<number> {
   const status = new StatusLine();
   // Loaded only when used, like the output formats below: every module costs start-up time.
   const demo = args.demo ? await import("../../support/demo/demo_workload.ts") : null;
+  // Started now, before sampling begins: the tracer follows omniprof's children, and the guard is none
+  // of the profile's business.
+  using guard = demo || args.command.length > 0 ? CommandGuard.start() : null;
   const start = demo
-    ? () => demo.spawnDemo(args.durationSeconds ?? 5)
+    ? () => demo.spawnDemo(args.durationSeconds ?? 5, guard)
     : args.command.length > 0
-    ? () => startCommand(args.command)
+    ? () => startCommand(args.command, guard)
     : undefined;
   const target = args.demo
     ? "the demo workload"
@@ -268,9 +272,9 @@ function exitCode(result: SessionResult): number {
 }
 
 /** Starts `record -- COMMAND`'s command; a command that cannot start is the user's error to fix. */
-function startCommand(command: readonly string[]): CommandGroup {
+function startCommand(command: readonly string[], guard: CommandGuard | null): CommandGroup {
   try {
-    return CommandGroup.start(command[0]!, command.slice(1));
+    return CommandGroup.start(command[0]!, command.slice(1), {}, guard);
   } catch (error) {
     const reason = error instanceof Deno.errors.NotFound
       ? "no such command (not a path, and not found on PATH)"

@@ -15,9 +15,12 @@
  *   second while the command runs: a command that orphans thousands of short-lived processes must not
  *   fill the PID space with zombies.
  * - Its processes are found by reading /proc: everything in its session, and everything below omniprof
- *   (every child of omniprof counts as the command's: omniprof starts no other process while one runs).
+ *   (every child of omniprof counts as the command's: omniprof starts no other process while one runs,
+ *   but for the command's guard).
  *   Signals go to its process group at once (kill(-pgid)), and to each process outside that group through
  *   a pidfd checked against the process's start time, so a PID that changed hands is never signalled.
+ * - If omniprof itself is killed (SIGKILL, the OOM killer) none of this runs: the command's guard
+ *   ({@linkcode CommandGuard}), a separate small process, then kills the command's session.
  *
  * @example
  * ```ts ignore
@@ -32,6 +35,7 @@ import { getLogger } from "../log/logger.ts";
 import { libc } from "../sys/libc.ts";
 import { after, delay } from "../sys/timer.ts";
 import type { Pid } from "../types.ts";
+import type { CommandGuard } from "./command_guard.ts";
 import { statFields } from "./proc_stat.ts";
 import { type ProcessKey, readProcessKey, type StartTicks } from "./process_key.ts";
 import { type ProcessSignal, signalProcess } from "./signal_process.ts";
@@ -82,10 +86,18 @@ export class CommandGroup {
   #onChildExit = () => this.#scheduleReaping();
   #reaping: Disposable | null = null;
   #lastReaped = 0;
+  /** What kills the command if omniprof is killed; disarmed once the command is over. */
+  readonly #guard: CommandGuard | null;
 
-  private constructor(leader: ProcessKey, status: Promise<Deno.CommandStatus>, procRoot: string) {
+  private constructor(
+    leader: ProcessKey,
+    status: Promise<Deno.CommandStatus>,
+    procRoot: string,
+    guard: CommandGuard | null,
+  ) {
     this.leader = leader;
     this.#procRoot = procRoot;
+    this.#guard = guard;
     this.status = status.then((ended) => {
       this.#exited = ended;
       return ended;
@@ -94,12 +106,18 @@ export class CommandGroup {
   }
 
   /**
-   * Starts `program` with `args` in a session of its own.
+   * Starts `program` with `args` in a session of its own, armed with `guard` (started before sampling
+   * began: see {@linkcode CommandGuard}) when given.
    *
    * @throws {Deno.errors.NotFound | Deno.errors.PermissionDenied | Error} as `Deno.Command.spawn` does
    *   when the program cannot be started.
    */
-  static start(program: string, args: readonly string[], stdio: CommandStdio = {}): CommandGroup {
+  static start(
+    program: string,
+    args: readonly string[],
+    stdio: CommandStdio = {},
+    guard: CommandGuard | null = null,
+  ): CommandGroup {
     becomeSubreaper();
     const child = new Deno.Command(program, {
       args: [...args],
@@ -112,7 +130,9 @@ export class CommandGroup {
     // Read before its status is collected (that needs a turn of the event loop): until then its /proc
     // entry stays, even if it has exited already.
     const leader = readProcessKey(pid) ?? { pid, startTicks: -1 as StartTicks };
-    return new CommandGroup(leader, child.status, "/proc");
+    // The command leads its session: its PID is the session's ID.
+    guard?.arm(pid);
+    return new CommandGroup(leader, child.status, "/proc", guard);
   }
 
   /** How the first process ended, once it has; null while it runs. */
@@ -167,6 +187,7 @@ export class CommandGroup {
     await Promise.race([this.status, delay(KILL_WAIT_MS, settled.signal)]);
     settled.abort();
     this.#members(); // reaps what the last signals left as zombies
+    this.#guard?.disarm();
     Deno.removeSignalListener("SIGCHLD", this.#onChildExit);
     this.#reaping?.[Symbol.dispose]();
     this.#reaping = null;
@@ -228,9 +249,10 @@ export class CommandGroup {
       else children.set(entry.ppid, [entry]);
     }
     const found = new Set<ProcessEntry>();
+    const guard = this.#guard?.pid;
     const pending = [
       ...all.filter((entry) => entry.session === this.leader.pid),
-      ...(children.get(Deno.pid) ?? []),
+      ...(children.get(Deno.pid) ?? []).filter((entry) => entry.key.pid !== guard),
     ];
     for (let entry = pending.pop(); entry !== undefined; entry = pending.pop()) {
       if (found.has(entry)) continue;

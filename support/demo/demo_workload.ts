@@ -7,12 +7,13 @@
 import bytes from "../../.build/omniprof-demo" with { type: "bytes" };
 import { cString, libc, SystemError } from "../../lib/sys/libc.ts";
 import { CommandGroup } from "../../lib/process/command_group.ts";
+import type { CommandGuard } from "../../lib/process/command_guard.ts";
 
 /**
  * Starts the demo for `seconds` seconds, as `record -- COMMAND` starts a command. It runs
  * `/proc/self/fd/N`: an inherited memfd holding the program.
  */
-export function spawnDemo(seconds: number): CommandGroup {
+export function spawnDemo(seconds: number, guard: CommandGuard | null = null): CommandGroup {
   const { fn, errno } = libc();
   const fd = fn.memfd_create(cString("omniprof-demo"), 0);
   if (fd < 0) throw new SystemError("create an in-memory file for the demo workload", errno());
@@ -27,7 +28,7 @@ export function spawnDemo(seconds: number): CommandGroup {
       stdin: "null",
       stdout: "null",
       stderr: "inherit",
-    });
+    }, guard);
   } finally {
     // The child holds its own copy of the descriptor (and then the mapping): ours can go.
     fn.close(fd);

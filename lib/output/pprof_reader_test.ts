@@ -4,6 +4,7 @@ import type { Profile } from "../profile/profile.ts";
 import { encodePprof, encodePprofGzip } from "./pprof.ts";
 import { decodePprof } from "./pprof_reader.ts";
 import { ProtobufWriter } from "./protobuf_writer.ts";
+import { deepPprof } from "../testing/deep_pprof.ts";
 
 // Profiles "written by other tools" are built field by field here, the way those tools lay them out:
 // inlined frames as several lines per location, unpacked repeated fields, no labels, 64-bit kernel
@@ -343,19 +344,8 @@ Deno.test("decodePprof() bounds frames per sample and in all, raw and after inli
 });
 
 Deno.test("decodePprof() stops at the first frame past the bound, not after the whole sample", () => {
-  // One sample naming location 1 sixty million times: 58 KB gzipped, 60 MB decompressed. Stored whole,
-  // it took 1.8 GB and ten seconds; with the bound it ends at frame 65,537.
-  const frames = 60_000_000;
-  const w = new ProtobufWriter(frames + 64);
-  const sample = w.beginLengthDelimited(2);
-  w.writeBytesField(1, new Uint8Array(frames).fill(1));
-  w.writeInt64Field(2, 1);
-  w.endLengthDelimited(sample);
-  const location = w.beginLengthDelimited(4);
-  w.writeVarintField(1, 1);
-  w.endLengthDelimited(location);
-  w.writeStringField(6, "");
-  const bytes = w.finish();
+  // Sixty million frames once took 1.8 GB and ten seconds; with the bound it ends at frame 65,537.
+  const bytes = deepPprof(60_000_000);
   const started = performance.now();
   assertDecodeError(() => decodePprof(bytes), /sample 0 has more than 65536 frames/);
   const ms = performance.now() - started;

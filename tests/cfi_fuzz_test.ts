@@ -4,8 +4,8 @@
  * and counts, 64-bit lengths, overlapping FDEs, zero-length entries, unterminated LEB128s, deep
  * remember_state nesting, lying section and segment headers), each through `extractUnwindTable`. Every
  * case must either succeed with a well-formed table or throw `RangeError`; any other error, a case over
- * the time bound, or a worker that stops reporting (a hang) fails the test. Cases are split over two
- * workers (this same module, loaded as a worker) and are reproducible from their seed.
+ * the time bound, or a worker that stops reporting (a hang) fails the test (lib/testing/fuzz.ts runs
+ * them, split over two workers, each case reproducible from its seed).
  *
  * @module
  */
@@ -13,52 +13,16 @@ import assert from "node:assert/strict";
 import { ElfFile, PF_X } from "../lib/elf/elf_file.ts";
 import { CfaRule, extractUnwindTable, FpRule } from "../lib/unwind/unwind_table.ts";
 import { buildElf, CfiWriter, type SectionSpec, sleb, uleb } from "../lib/unwind/testdata/cfi_builder.ts";
+import { registerFuzzTest } from "../lib/testing/fuzz.ts";
 
-const WORKER_NAME = "omniprof-cfi-fuzz";
 const TOTAL_CASES = 120_000;
-const WORKERS = 2;
-/** A case slower than this (wall time, so with room for a loaded machine) counts as a hang. */
-const CASE_TIME_BOUND_MS = 2000;
-/** A worker silent for this long is hung (a case that never returns); the first report may take longer. */
-const WATCHDOG_MS = 30_000;
-const STARTUP_WATCHDOG_MS = 90_000;
-const PROGRESS_EVERY = 250;
 const MAX_ROWS = 1 << 16;
-const BASE_SEED = 0x5eed;
 
 /** Real `.eh_frame` bytes to mutate, and where they are loaded. */
 interface Base {
   name: string;
   bytes: Uint8Array;
   vaddr: number;
-}
-
-/** What a worker reports at the end. */
-interface Outcome {
-  cases: number;
-  ok: number;
-  rangeErrors: number;
-  otherErrors: number;
-  slow: number;
-  maxCaseMs: number;
-  byKind: Record<string, number>;
-  failures: string[];
-}
-
-type Message =
-  | { type: "progress"; done: number }
-  | { type: "done"; outcome: Outcome };
-
-/** A small, seedable PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** The prefix of a real `.eh_frame` up to the first entry boundary past `limit` bytes. */
@@ -336,9 +300,8 @@ function smashWords(random: () => number, bytes: Uint8Array, count: number): voi
   }
 }
 
-/** Builds case `seed`: returns its kind and ELF bytes. */
-function makeCase(seed: number, bases: Base[]): { kind: string; bytes: Uint8Array } {
-  const random = prng(seed);
+/** Builds a case from `random`: returns its kind and ELF bytes. */
+function makeCase(random: () => number, bases: Base[]): { kind: string; bytes: Uint8Array } {
   const base = bases[Math.floor(random() * bases.length)]!;
   // Text covers the real FDEs of the bases and the crafted ones.
   const segments = [{ flags: PF_X | 4, vaddr: 0, memsz: 2 ** 32 }];
@@ -425,173 +388,41 @@ function checkTable(table: ReturnType<typeof extractUnwindTable>): string | null
   return null;
 }
 
-/** Runs cases `first`, `first + stride`, ... below `total`, posting progress. */
-function runCases(
-  first: number,
-  stride: number,
-  total: number,
-  bases: Base[],
-  post: (m: Message) => void,
-): Outcome {
-  const outcome: Outcome = {
-    cases: 0,
-    ok: 0,
-    rangeErrors: 0,
-    otherErrors: 0,
-    slow: 0,
-    maxCaseMs: 0,
-    byKind: {},
-    failures: [],
-  };
-  for (let i = first; i < total; i += stride) {
-    const seed = BASE_SEED + i;
-    const { kind, bytes } = makeCase(seed, bases);
-    outcome.byKind[kind] = (outcome.byKind[kind] ?? 0) + 1;
-    const start = performance.now();
-    try {
-      using elf = ElfFile.fromBytes(bytes, `case-${seed}`);
-      const problem = checkTable(extractUnwindTable(elf, { maxRows: MAX_ROWS }));
-      if (problem === null) {
-        outcome.ok++;
-      } else {
-        outcome.otherErrors++;
-        if (outcome.failures.length < 10) {
-          outcome.failures.push(`seed ${seed} (${kind}): bad table: ${problem}`);
-        }
-      }
-    } catch (error) {
-      if (error instanceof RangeError) {
-        outcome.rangeErrors++;
-      } else {
-        outcome.otherErrors++;
-        if (outcome.failures.length < 10) {
-          outcome.failures.push(`seed ${seed} (${kind}): ${(error as Error).stack}`);
-        }
-      }
-    }
-    const elapsed = performance.now() - start;
-    outcome.maxCaseMs = Math.max(outcome.maxCaseMs, elapsed);
-    if (elapsed > CASE_TIME_BOUND_MS) {
-      outcome.slow++;
-      if (outcome.failures.length < 10) {
-        outcome.failures.push(`seed ${seed} (${kind}): took ${elapsed.toFixed(0)} ms`);
-      }
-    }
-    outcome.cases++;
-    if (outcome.cases % PROGRESS_EVERY === 0) post({ type: "progress", done: outcome.cases });
-  }
-  return outcome;
+let bases: Base[] | null = null;
+
+/**
+ * The fuzzing bases, read once per worker: real entries are what the fuzzing starts from, and Debian's
+ * libc and programs all have .eh_frame.
+ */
+function fuzzingBases(): Base[] {
+  if (bases !== null) return bases;
+  const libc = libcPath();
+  // libc's first 12 KiB of entries hold its CIEs, the .plt FDE and the signal trampoline's "S" CIE.
+  const libcBase = libc === null ? null : loadBase(libc, "libc", 12 * 1024);
+  const trueBase = loadBase("/bin/true", "true", 64 * 1024);
+  assert.ok(libcBase !== null && trueBase !== null, "libc or /bin/true has no usable .eh_frame");
+  bases = [libcBase, trueBase];
+  return bases;
 }
 
-interface WorkerScope {
-  name?: string;
-  postMessage(message: Message): void;
-  onmessage:
-    | ((event: MessageEvent<{ first: number; stride: number; total: number; bases: Base[] }>) => void)
-    | null;
-}
-
-const scope = globalThis as unknown as WorkerScope;
-if (scope.name === WORKER_NAME) {
-  scope.onmessage = (event) => {
-    const { first, stride, total, bases } = event.data;
-    const outcome = runCases(first, stride, total, bases, (m) => scope.postMessage(m));
-    scope.postMessage({ type: "done", outcome });
-  };
-} else {
-  Deno.test({
-    name:
-      "extractUnwindTable() survives 120,000 truncated, bit-flipped and crafted files: RangeError or a table",
-    sanitizeOps: false,
-    sanitizeResources: false,
-    async fn() {
-      const bases: Base[] = [];
-      const libc = libcPath();
-      // libc's first 12 KiB of entries hold its CIEs, the .plt FDE and the signal trampoline's "S" CIE.
-      const libcBase = libc === null ? null : loadBase(libc, "libc", 12 * 1024);
-      const trueBase = loadBase("/bin/true", "true", 64 * 1024);
-      // Debian's libc and programs all have .eh_frame: real entries are what the fuzzing starts from.
-      assert.ok(libcBase !== null && trueBase !== null, "libc or /bin/true has no usable .eh_frame");
-      bases.push(libcBase, trueBase);
-      console.log(
-        `bases: ${bases.map((b) => `${b.name} (${b.bytes.length} bytes of .eh_frame)`).join(", ")}`,
-      );
-
-      const started = performance.now();
-      const workers: Worker[] = [];
-      const outcomes = await Promise.all(
-        Array.from({ length: WORKERS }, (_, index) =>
-          new Promise<Outcome>((resolve, reject) => {
-            const worker = new Worker(import.meta.url, { type: "module", name: WORKER_NAME });
-            workers.push(worker);
-            let done = 0;
-            let timer: ReturnType<typeof setTimeout> | undefined;
-            const arm = (ms: number) => {
-              clearTimeout(timer);
-              timer = setTimeout(() => {
-                worker.terminate();
-                reject(new Error(`worker ${index} hung: no progress for ${ms} ms after ${done} cases`));
-              }, ms);
-            };
-            worker.onmessage = (event: MessageEvent<Message>) => {
-              const message = event.data;
-              if (message.type === "progress") {
-                done = message.done;
-                arm(WATCHDOG_MS);
-              } else {
-                clearTimeout(timer);
-                worker.terminate();
-                resolve(message.outcome);
-              }
-            };
-            worker.onerror = (event) => {
-              clearTimeout(timer);
-              event.preventDefault();
-              worker.terminate();
-              reject(new Error(`worker ${index} crashed: ${event.message}`));
-            };
-            arm(STARTUP_WATCHDOG_MS);
-            worker.postMessage({ first: index, stride: WORKERS, total: TOTAL_CASES, bases });
-          })),
-      ).finally(() => workers.forEach((w) => w.terminate()));
-      const seconds = (performance.now() - started) / 1000;
-
-      const total: Outcome = {
-        cases: 0,
-        ok: 0,
-        rangeErrors: 0,
-        otherErrors: 0,
-        slow: 0,
-        maxCaseMs: 0,
-        byKind: {},
-        failures: [],
-      };
-      for (const o of outcomes) {
-        total.cases += o.cases;
-        total.ok += o.ok;
-        total.rangeErrors += o.rangeErrors;
-        total.otherErrors += o.otherErrors;
-        total.slow += o.slow;
-        total.maxCaseMs = Math.max(total.maxCaseMs, o.maxCaseMs);
-        for (const [kind, count] of Object.entries(o.byKind)) {
-          total.byKind[kind] = (total.byKind[kind] ?? 0) + count;
-        }
-        total.failures.push(...o.failures);
-      }
-      console.log(
-        `${total.cases} cases in ${seconds.toFixed(1)} s on ${WORKERS} workers: ${total.ok} tables, ` +
-          `${total.rangeErrors} RangeErrors, ${total.otherErrors} other errors, ${total.slow} over ` +
-          `${CASE_TIME_BOUND_MS} ms (slowest ${total.maxCaseMs.toFixed(1)} ms), 0 hangs`,
-      );
-      console.log(
-        `cases by kind: ${Object.entries(total.byKind).sort().map(([k, n]) => `${k} ${n}`).join(", ")}`,
-      );
-      for (const failure of total.failures) console.log(`FAIL ${failure}`);
-      assert.equal(total.cases, TOTAL_CASES);
-      assert.equal(total.otherErrors, 0);
-      assert.equal(total.slow, 0);
-      assert.ok(total.ok > total.cases / 4, "most cases still produce a table");
-      assert.ok(total.rangeErrors > 0, "some cases fail the whole file");
-    },
-  });
-}
+registerFuzzTest(import.meta.url, {
+  name:
+    "extractUnwindTable() survives 120,000 truncated, bit-flipped and crafted files: RangeError or a table",
+  cases: TOTAL_CASES,
+  seed: 0x5eed,
+  workers: 2,
+  // Most damaged files still hold entries to read: a generator that broke them all would test little.
+  minAcceptedShare: 0.25,
+  makeCase(random) {
+    const { kind, bytes } = makeCase(random, fuzzingBases());
+    return {
+      kind,
+      run() {
+        using elf = ElfFile.fromBytes(bytes, kind);
+        const problem = checkTable(extractUnwindTable(elf, { maxRows: MAX_ROWS }));
+        if (problem !== null) throw new Error(`bad table: ${problem}`);
+      },
+    };
+  },
+  isOwnError: (error) => error instanceof RangeError,
+});

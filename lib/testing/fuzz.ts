@@ -134,6 +134,13 @@ export interface FuzzTarget {
   isOwnError(error: unknown): boolean;
   /** False for code that refuses nothing by throwing (failures are results): no case may throw. */
   expectRefusals?: boolean;
+  /**
+   * The least share of cases that must be accepted (default: any), so that a generator that breaks every
+   * input is noticed.
+   */
+  minAcceptedShare?: number;
+  /** Workers the cases are split over (case i goes to worker i mod workers). Default 1. */
+  workers?: number;
 }
 
 interface Outcome {
@@ -154,7 +161,11 @@ const WATCHDOG_MS = 30_000;
 const STARTUP_WATCHDOG_MS = 90_000;
 const MAX_FAILURES_SHOWN = 10;
 
-async function runCases(target: FuzzTarget, post: (message: Message) => void): Promise<Outcome> {
+async function runCases(
+  target: FuzzTarget,
+  worker: number,
+  post: (message: Message) => void,
+): Promise<Outcome> {
   const bound = target.caseTimeBoundMs ?? 2000;
   const outcome: Outcome = { cases: 0, accepted: 0, refused: 0, slowest: 0, byKind: {}, failures: [] };
   const fail = (text: string) => {
@@ -163,7 +174,7 @@ async function runCases(target: FuzzTarget, post: (message: Message) => void): P
       outcome.failures.push("(more failures not shown)");
     }
   };
-  for (let i = 0; i < target.cases; i++) {
+  for (let i = worker; i < target.cases; i += target.workers ?? 1) {
     const seed = target.seed + i;
     const started = performance.now();
     let kind = "?";
@@ -196,7 +207,7 @@ async function runCases(target: FuzzTarget, post: (message: Message) => void): P
 interface WorkerScope {
   name?: string;
   postMessage(message: Message): void;
-  onmessage: ((event: MessageEvent<null>) => void) | null;
+  onmessage: ((event: MessageEvent<number>) => void) | null;
 }
 
 /**
@@ -212,8 +223,9 @@ export function registerFuzzTest(moduleUrl: string, target: FuzzTarget): void {
   if (scope.name !== undefined && scope.name.startsWith("omniprof-fuzz: ")) {
     // In a worker: only the target it was started for runs.
     if (scope.name === workerName) {
-      scope.onmessage = async () => {
-        scope.postMessage({ type: "done", outcome: await runCases(target, (m) => scope.postMessage(m)) });
+      scope.onmessage = async (event) => {
+        const outcome = await runCases(target, event.data, (m) => scope.postMessage(m));
+        scope.postMessage({ type: "done", outcome });
       };
     }
     return;
@@ -224,33 +236,11 @@ export function registerFuzzTest(moduleUrl: string, target: FuzzTarget): void {
     sanitizeResources: false,
     async fn() {
       const started = performance.now();
-      const worker = new Worker(moduleUrl, { type: "module", name: workerName });
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const outcome = await new Promise<Outcome>((resolve, reject) => {
-        let done = 0;
-        const arm = (ms: number) => {
-          clearTimeout(timer);
-          timer = setTimeout(
-            () => reject(new Error(`hung: no progress for ${ms} ms after ${done} cases`)),
-            ms,
-          );
-        };
-        worker.onmessage = (event: MessageEvent<Message>) => {
-          if (event.data.type === "progress") {
-            done = event.data.done;
-            arm(WATCHDOG_MS);
-          } else resolve(event.data.outcome);
-        };
-        worker.onerror = (event) => {
-          event.preventDefault();
-          reject(new Error(`the worker crashed: ${event.message}`));
-        };
-        arm(STARTUP_WATCHDOG_MS);
-        worker.postMessage(null);
-      }).finally(() => {
-        clearTimeout(timer);
-        worker.terminate();
-      });
+      const workers = target.workers ?? 1;
+      const outcomes = await Promise.all(
+        Array.from({ length: workers }, (_, index) => runWorker(moduleUrl, workerName, index)),
+      );
+      const outcome = mergeOutcomes(outcomes);
       const seconds = (performance.now() - started) / 1000;
       const kinds = Object.entries(outcome.byKind).sort().map(([kind, [ok, refused, ms]]) =>
         `${kind} ${ok}/${refused} ${ms.toFixed(0)} ms`
@@ -265,6 +255,57 @@ export function registerFuzzTest(moduleUrl: string, target: FuzzTarget): void {
       assert.equal(outcome.cases, target.cases);
       assert.ok(outcome.accepted > 0, "some cases are accepted");
       if (target.expectRefusals ?? true) assert.ok(outcome.refused > 0, "some cases are refused");
+      const share = target.minAcceptedShare ?? 0;
+      assert.ok(outcome.accepted >= share * outcome.cases, `fewer than ${share * 100}% of cases accepted`);
     },
   });
+}
+
+/** Runs worker `index`'s share of the cases, watched: a worker that stops reporting is hung. */
+function runWorker(moduleUrl: string, workerName: string, index: number): Promise<Outcome> {
+  const worker = new Worker(moduleUrl, { type: "module", name: workerName });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return new Promise<Outcome>((resolve, reject) => {
+    let done = 0;
+    const arm = (ms: number) => {
+      clearTimeout(timer);
+      timer = setTimeout(
+        () => reject(new Error(`worker ${index} hung: no progress for ${ms} ms after ${done} cases`)),
+        ms,
+      );
+    };
+    worker.onmessage = (event: MessageEvent<Message>) => {
+      if (event.data.type === "progress") {
+        done = event.data.done;
+        arm(WATCHDOG_MS);
+      } else resolve(event.data.outcome);
+    };
+    worker.onerror = (event) => {
+      event.preventDefault();
+      reject(new Error(`worker ${index} crashed: ${event.message}`));
+    };
+    arm(STARTUP_WATCHDOG_MS);
+    worker.postMessage(index);
+  }).finally(() => {
+    clearTimeout(timer);
+    worker.terminate();
+  });
+}
+
+function mergeOutcomes(outcomes: readonly Outcome[]): Outcome {
+  const total: Outcome = { cases: 0, accepted: 0, refused: 0, slowest: 0, byKind: {}, failures: [] };
+  for (const outcome of outcomes) {
+    total.cases += outcome.cases;
+    total.accepted += outcome.accepted;
+    total.refused += outcome.refused;
+    total.slowest = Math.max(total.slowest, outcome.slowest);
+    for (const [kind, [ok, refused, ms]] of Object.entries(outcome.byKind)) {
+      const tally = total.byKind[kind] ??= [0, 0, 0];
+      tally[0] += ok;
+      tally[1] += refused;
+      tally[2] += ms;
+    }
+    total.failures.push(...outcome.failures);
+  }
+  return total;
 }

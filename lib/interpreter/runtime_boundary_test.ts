@@ -1,5 +1,6 @@
 // The checklist of README.md ends with the files outside a runtime's own that may name it; the profiler's
-// files are read here and every file naming a runtime of the list is compared with that list.
+// files are read here and every file naming a runtime of the list is compared with that list. The generated
+// files on it must owe every mention to the runtime's own BPF files.
 import assert from "node:assert/strict";
 import { RUNTIMES } from "./runtimes.ts";
 
@@ -52,5 +53,43 @@ for (const runtime of RUNTIMES) {
     );
     const expected = checklistPaths().map((path) => path.replaceAll("<name>", runtime.name)).sort();
     assert.deepEqual(naming, expected);
+  });
+}
+
+/** The text of a file of the repository. */
+function read(path: string): string {
+  return Deno.readTextFileSync(new URL(path, ROOT));
+}
+
+for (const runtime of RUNTIMES) {
+  const named = (text: string) => text.toLowerCase().includes(runtime.name.toLowerCase());
+
+  Deno.test(`support/types.ts names ${runtime.name} only in the types of bpf/${runtime.name}_tracer.h`, () => {
+    const header = read(`bpf/${runtime.name}_tracer.h`);
+    // One block per struct or enum, each opened by a comment naming its C type.
+    const blocks = read("support/types.ts").split("\n\n").filter(named);
+    assert.ok(blocks.length > 0, `no block of support/types.ts names ${runtime.name}`);
+    for (const block of blocks) {
+      const type = /^\/\*\* (?:Layout|Values) of C `((?:struct|enum) \w+)`/.exec(block)?.[1];
+      assert.ok(type !== undefined, `a block of support/types.ts that is no C type's:\n${block}`);
+      assert.ok(header.includes(`\n${type} {`), `${type} is not declared in bpf/${runtime.name}_tracer.h`);
+    }
+  });
+
+  Deno.test(`support/bpf_catalogue.ts names ${runtime.name} only in maps and programs of its BPF file`, () => {
+    const source = read(`bpf/${runtime.name}_tracer.bpf.c`);
+    const lines = read("support/bpf_catalogue.ts").split("\n").filter(named);
+    assert.ok(lines.length > 0, `no line of support/bpf_catalogue.ts names ${runtime.name}`);
+    for (const line of lines) {
+      const name = /^ {2}(\w+): \{/.exec(line)?.[1];
+      assert.ok(
+        name !== undefined,
+        `a line of support/bpf_catalogue.ts that is no map's or program's: ${line}`,
+      );
+      assert.ok(
+        source.includes(`} ${name} SEC(".maps");`) || source.includes(`int ${name}(`),
+        `${name} is not defined in bpf/${runtime.name}_tracer.bpf.c`,
+      );
+    }
   });
 }

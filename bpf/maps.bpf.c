@@ -18,7 +18,6 @@ struct reported_pids_map reported_pids SEC(".maps");
 struct loaded_files_map loaded_files SEC(".maps");
 struct reported_files_map reported_files SEC(".maps");
 struct interpreter_offsets_map interpreter_offsets SEC(".maps");
-struct python_procs_map python_procs SEC(".maps");
 struct stack_delta_outer_8 exe_id_to_8_stack_deltas SEC(".maps");
 struct stack_delta_outer_9 exe_id_to_9_stack_deltas SEC(".maps");
 struct stack_delta_outer_10 exe_id_to_10_stack_deltas SEC(".maps");
@@ -58,8 +57,6 @@ struct btf_export {
   enum unwind_opcode unwind_opcode;
   enum unwind_fp_opcode unwind_fp_opcode;
   enum interpreter_constants interpreter_constants;
-  enum python_proc_flag python_proc_flag;
-  enum python_frame_owner python_frame_owner;
   enum kernel_name_limits kernel_name_limits;
   struct process_event process_event;
   struct unwind_info unwind_info;
@@ -69,6 +66,5 @@ struct btf_export {
   struct pid_page_mapping_key pid_page_mapping_key;
   struct pid_page_mapping_info pid_page_mapping_info;
   struct interpreter_offsets interpreter_offsets;
-  struct python_proc_info python_proc_info;
 };
 const volatile struct btf_export btf_export = {};

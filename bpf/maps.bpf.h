@@ -182,13 +182,6 @@ struct interpreter_offsets_map {
   __type(value, struct interpreter_offsets);
 };
 
-struct python_procs_map {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, PYTHON_PROCS_MAX_ENTRIES);
-  __type(key, __u32);
-  __type(value, struct python_proc_info);
-};
-
 struct reported_pids_map {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -247,8 +240,6 @@ extern struct loaded_files_map loaded_files SEC(".maps");
 extern struct reported_files_map reported_files SEC(".maps");
 // File id -> where its interpreter loop is (files of interpreters only).
 extern struct interpreter_offsets_map interpreter_offsets SEC(".maps");
-// Pid -> what the Python unwinder needs of the process (CPython processes only).
-extern struct python_procs_map python_procs SEC(".maps");
 // When a process was last reported to the host (rate limit).
 extern struct reported_pids_map reported_pids SEC(".maps");
 

@@ -2,7 +2,7 @@
 // mappings (the pid_page_to_mapping_info LPM trie, filled by the host) and the rule to unwind it in the
 // file's stack deltas (extracted from .eh_frame on the host), so code without frame pointers unwinds
 // completely. Code outside every known file (a process the host has not read yet, JIT code) falls back
-// to the frame-pointer chain for that frame. A frame in an interpreter's loop (CPython's eval loop) is
+// to the frame-pointer chain for that frame. A frame in an interpreter's loop (its bytecode eval loop) is
 // first handed to that runtime's unwinder, which records the interpreter's own frames and hands back.
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>

@@ -14,6 +14,7 @@
 #include "kernel.bpf.h"
 #include "stack_deltas.bpf.h"
 #include "trace.bpf.h"
+#include "python_tracer.h"
 
 // Python frames per program run; a C call of the 3.11+ loop that runs more (Python-to-Python calls are
 // inlined) continues in another run.
@@ -40,6 +41,26 @@ struct python_scratch {
   // field); the slack lets a masked offset load 8 bytes without leaving the array.
   __u8 frame_bytes[PYTHON_FRAME_BYTES + 8];
 };
+
+// Pid -> what the unwinder needs of the process (CPython processes only), written by the host.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, PYTHON_PROCS_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, struct python_proc_info);
+} python_procs SEC(".maps");
+
+// Never read: it makes clang emit BTF for the types of python_tracer.h that no code here names as a
+// type, so that build.ts can export them (maps.bpf.c does the same for types.h).
+struct python_btf_export {
+  enum python_frame_marker frame_marker;
+  enum python_unwind_program unwind_program;
+  enum python_metric_id metric_id;
+  enum python_limits limits;
+  enum python_proc_flag proc_flag;
+  enum python_frame_owner frame_owner;
+};
+const volatile struct python_btf_export python_btf_export = {};
 
 // Per CPU, as unwind_state is: one trace at a time runs on a CPU.
 struct {

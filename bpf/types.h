@@ -1,7 +1,8 @@
 // Layouts and constants shared by the BPF programs and the TypeScript host.
 //
-// This header is the single source of truth: build.ts compiles it into the BPF object with -g, reads the
-// BTF of the object back, and generates support/types.ts from it (checked for drift in CI). Everything
+// This header is the single source of truth, with each runtime's bpf/<name>_tracer.h for what is only the
+// runtime's: build.ts compiles them into the BPF object with -g, reads the BTF of the object back, and
+// generates support/types.ts from it (checked for drift in CI). Everything
 // the host needs to know is therefore a named enum or a named struct here; plain #defines would not reach
 // the BTF. Constants that the OpenTelemetry eBPF profiler also has (its `support` package) keep its values.
 #ifndef OMNIPROF_TYPES_H
@@ -9,34 +10,23 @@
 
 #include <linux/types.h>
 
-// What produced a frame. The error bit marks a frame that records why unwinding stopped.
+// What produced a frame. The error bit marks a frame that records why unwinding stopped. The values left
+// out (0x1, 0x2, 0x5-0xa: the OpenTelemetry eBPF profiler's interpreter markers) belong to the runtimes:
+// each runtime's header (bpf/<name>_tracer.h) declares the marker of its own frames.
 enum frame_marker {
   FRAME_MARKER_UNKNOWN = 0x0,
-  FRAME_MARKER_PYTHON = 0x1,
-  FRAME_MARKER_PHP = 0x2,
   FRAME_MARKER_NATIVE = 0x3,
   FRAME_MARKER_KERNEL = 0x4,
-  FRAME_MARKER_HOTSPOT = 0x5,
-  FRAME_MARKER_RUBY = 0x6,
-  FRAME_MARKER_PERL = 0x7,
-  FRAME_MARKER_V8 = 0x8,
-  FRAME_MARKER_PHPJIT = 0x9,
-  FRAME_MARKER_DOTNET = 0xa,
   FRAME_MARKER_ERROR_BIT = 0x80,
   FRAME_MARKER_ABORT = 0xff,
 };
 
-// Slots of the `progs` tail-call array: one unwinder per frame kind, and the program that ends a trace.
+// Slots of the `progs` tail-call array: the program that ends a trace, the native unwinder, and one slot
+// per runtime between them and the count (each runtime's header, bpf/<name>_tracer.h, declares its own,
+// numbered as the OpenTelemetry eBPF profiler numbers its interpreters' programs).
 enum unwind_program {
   PROG_UNWIND_STOP = 0x0,
   PROG_UNWIND_NATIVE = 0x1,
-  PROG_UNWIND_HOTSPOT = 0x2,
-  PROG_UNWIND_PERL = 0x3,
-  PROG_UNWIND_PYTHON = 0x4,
-  PROG_UNWIND_PHP = 0x5,
-  PROG_UNWIND_RUBY = 0x6,
-  PROG_UNWIND_V8 = 0x7,
-  PROG_UNWIND_DOTNET = 0x8,
   PROG_UNWIND_COUNT = 0x9,
 };
 
@@ -106,11 +96,10 @@ enum metric_id {
   METRIC_UNWIND_SIGNAL_FRAMES = 17, // signal frames crossed
   METRIC_SELF_SKIPPED = 18,         // samples of the profiler itself, not recorded
   METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
-  METRIC_PYTHON_FRAMES = 20,        // Python frames recorded
-  METRIC_PYTHON_NO_PROC_INFO = 21,  // the eval loop ran in a process without a python_procs record
-  METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
-  METRIC_PYTHON_READ_FAILED = 23,   // interpreter memory could not be read: the Python walk stopped
-  METRIC_COUNT = 24,
+  // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
+  // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
+  METRIC_RUNTIMES_FIRST = 20,
+  METRIC_COUNT = 40,
 };
 
 enum limits {
@@ -148,7 +137,6 @@ enum stack_delta_constants {
   KNOWN_PIDS_MAX_ENTRIES = 32768,
   LOADED_FILES_MAX_ENTRIES = 16384,
   INTERPRETER_OFFSETS_MAX_ENTRIES = 4096,
-  PYTHON_PROCS_MAX_ENTRIES = 4096,
 };
 
 // Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
@@ -277,10 +265,7 @@ struct pid_page_mapping_info {
 };
 
 enum interpreter_constants {
-  INTERPRETER_RANGES = 2, // e.g. _PyEval_EvalFrameDefault and its gcc-split .cold part
-  // The most of a Python frame the unwinder reads: every field it needs lies in the first 112 bytes of
-  // PyFrameObject (3.8-3.10) or _PyInterpreterFrame (3.11+). A power of two (offsets are masked).
-  PYTHON_FRAME_BYTES = 128,
+  INTERPRETER_RANGES = 2, // e.g. an interpreter's loop function and its gcc-split .cold part
 };
 
 // Where an interpreter's loop lies in one of its files (interpreter_offsets, keyed by file id): when the
@@ -290,42 +275,6 @@ struct interpreter_offsets {
   __u64 upper[INTERPRETER_RANGES];
   __u8 program;                    // enum unwind_program
   __u8 pad[7];
-};
-
-enum python_proc_flag {
-  PYTHON_PROC_TLS_VALID = 0x1,
-  PYTHON_PROC_TSD_VALID = 0x2,
-  // Neither route is valid yet, but will be soon (the runtime has not created its thread-state key, or
-  // the C library is not mapped yet): the unwinder asks the host to publish again at the short interval.
-  PYTHON_PROC_NOT_READY = 0x4,
-};
-
-// _PyInterpreterFrame.owner of the shim frame the eval loop pushes on entry (3.12+).
-enum python_frame_owner {
-  PYTHON_FRAME_OWNED_BY_CSTACK = 3,
-};
-
-// Everything the BPF Python unwinder needs of one process (python_procs, keyed by pid). Offsets are in
-// bytes; 0xffff means "absent in this version". lib/interpreter/python/README.md explains each field.
-struct python_proc_info {
-  __s64 tls_tstate_offset;    // tstate = *(u64 *)(fsbase + tls_tstate_offset), if flags & TLS_VALID
-  __s32 tsd_key;              // the pthread key of _PyRuntime's autoTSSkey, if flags & TSD_VALID
-  __s16 tsd_offset;           // C library thread-specific data: tp + offset (+ key * multiplier)
-  __u8 tsd_multiplier;
-  __u8 tsd_indirect;
-  __u16 version;              // major << 8 | minor, e.g. 0x030c
-  __u8 frame_model;           // 0: PyFrameObject (3.8-3.10); 1: _PyInterpreterFrame (3.11+)
-  __u8 instruction_model;     // 0: f_lasti bytes; 1: f_lasti code units; 2: prev_instr; 3: instr_ptr
-  __u16 flags;                // enum python_proc_flag
-  __u16 tstate_frame;         // PyThreadState.frame / .cframe / .current_frame
-  __u16 cframe_current_frame; // _PyCFrame.current_frame (3.11-3.12), else 0xffff
-  __u16 frame_previous;       // f_back / previous
-  __u16 frame_code;           // f_code / f_executable
-  __u16 frame_instruction;    // f_lasti (int) / prev_instr / instr_ptr (pointer)
-  __u16 frame_owner;          // _PyInterpreterFrame.owner (char), 3.11+
-  __u16 frame_is_entry;       // _PyInterpreterFrame.is_entry (bool), 3.11 only
-  __u16 code_firstlineno;     // PyCodeObject.co_firstlineno (int)
-  __u16 code_code_adaptive;   // PyCodeObject.co_code_adaptive, 3.11+
 };
 
 // Byte offsets of the kernel fields the programs read, in the running kernel's layout. The host looks

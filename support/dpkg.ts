@@ -27,7 +27,7 @@ export interface InstalledPackage {
 
 const decoder = new TextDecoder();
 
-/** A package name without version constraint or architecture qualifier ("python3:any (>= 3)" -> "python3"). */
+/** A package name without version constraint or architecture qualifier ("perl:any (>= 5)" -> "perl"). */
 function bareName(relation: string): string {
   return relation.trim().split(/[\s(\[]/)[0]!.split(":")[0]!;
 }

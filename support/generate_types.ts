@@ -1,7 +1,14 @@
 /**
- * Generates support/types.ts from the BPF object: the structs and enums of bpf/types.h come from the
- * object's BTF, and the offsets of the settings in .rodata from its symbol table (BTF's DATASEC offsets
- * are only filled in by libbpf at load time). Called by build.ts, which also checks for drift.
+ * Generates support/types.ts from the BPF object: the structs and enums of bpf/types.h (the list below)
+ * and every struct and enum declared in a runtime's header, bpf/<name>_tracer.h (found by that rule, so a
+ * runtime is named only in its own files), come from the object's BTF; the offsets of the settings in
+ * .rodata from its symbol table (BTF's DATASEC offsets are only filled in by libbpf at load time). Called
+ * by build.ts, which also checks for drift.
+ *
+ * @example
+ * ```ts ignore
+ * const text = await generateSupportTypes(await Deno.readFile(".build/omniprof.bpf.o"));
+ * ```
  *
  * @module
  */
@@ -10,7 +17,7 @@ import { generateLayoutModule } from "../lib/btf/codegen.ts";
 import { ElfFile } from "../lib/elf/elf_file.ts";
 import { objectSymbols } from "../lib/bpf/object_spec.ts";
 
-/** What the host reads or writes of the BPF side's data. */
+/** What the host reads or writes of the BPF side's shared data (bpf/types.h). */
 const SPEC = {
   structs: [
     "event_header",
@@ -27,7 +34,6 @@ const SPEC = {
     "pid_page_mapping_key",
     "pid_page_mapping_info",
     "interpreter_offsets",
-    "python_proc_info",
     "kernel_name_batch",
   ],
   enums: [
@@ -45,11 +51,32 @@ const SPEC = {
     "unwind_opcode",
     "unwind_fp_opcode",
     "interpreter_constants",
-    "python_proc_flag",
-    "python_frame_owner",
     "kernel_name_limits",
   ],
 };
+
+const BPF_DIR = new URL("../bpf/", import.meta.url);
+/** A runtime's header: what its unwinder shares with the host. */
+const RUNTIME_HEADER = /^[a-z0-9]+_tracer\.h$/;
+/** A struct or enum declared at the top level of a header (its body opens on the same line). */
+const DECLARATION = /^(struct|enum) ([A-Za-z_][A-Za-z0-9_]*) \{/gm;
+
+/** The structs and enums declared in the runtimes' headers (bpf/<name>_tracer.h), by header name. */
+export function runtimeHeaderTypes(): { structs: string[]; enums: string[] } {
+  const headers = [...Deno.readDirSync(BPF_DIR)]
+    .filter((entry) => entry.isFile && RUNTIME_HEADER.test(entry.name))
+    .map((entry) => entry.name)
+    .sort();
+  const structs: string[] = [];
+  const enums: string[] = [];
+  for (const header of headers) {
+    const text = Deno.readTextFileSync(new URL(header, BPF_DIR));
+    for (const [, kind, name] of text.matchAll(DECLARATION)) {
+      (kind === "struct" ? structs : enums).push(name!);
+    }
+  }
+  return { structs, enums };
+}
 
 /** Global variables in .rodata that the host sets before load. */
 const RODATA_VARIABLES = ["tracer_config"];
@@ -72,7 +99,9 @@ function symbolOffsets(elf: ElfFile, sectionName: string, names: string[]): Map<
 export function generateSupportTypes(object: Uint8Array): Promise<string> {
   using elf = ElfFile.fromBytes(object, "omniprof.bpf.o");
   const btf = parseBtf(elf.readSection(".BTF"));
-  let text = generateLayoutModule(btf, SPEC, "bpf/*.bpf.c (types.h)");
+  const runtime = runtimeHeaderTypes();
+  const spec = { structs: [...SPEC.structs, ...runtime.structs], enums: [...SPEC.enums, ...runtime.enums] };
+  let text = generateLayoutModule(btf, spec, "bpf/*.bpf.c (types.h, *_tracer.h)");
   const offsets = symbolOffsets(elf, ".rodata", RODATA_VARIABLES);
   text += "\n/** Offsets of the settings in the .rodata map (from the object's symbol table). */\n";
   text += "export const rodataOffsets = {\n";

@@ -7,7 +7,7 @@
  *   hasTool(), a file's own run()), followed across imports to the strings their callers give, also
  *   through `tools.filter((tool) => ...)`, `for (const tool of [...])` and local constants.
  *
- * What the source does not spell (a workload just built, a Python found at run time, a table's field) is
+ * What the source does not spell (a workload just built, an interpreter found at run time, a table's field) is
  * returned as a dynamic use with its text, for a person to classify.
  *
  * Parses with `Deno.lint.runPlugin`, which exists only under `deno test`: test-only.

@@ -18,6 +18,7 @@ import {
   openPage,
 } from "./browser.ts";
 import { buildWorkload, runCli, tempDir, tracing } from "./helpers.ts";
+import { pythonRuntime } from "../lib/interpreter/python/runtime.ts";
 
 /** The frames of a chain of names, each directly on top of the previous one. */
 /**
@@ -213,6 +214,11 @@ Deno.test(
         const { page } = opened;
         try {
           const load = await hook(page, "timings");
+          // The legend names the kinds drawn, the runtime's as its descriptor labels it, in this order.
+          const legend = await page.locator("#legend").innerText();
+          const labels = ["kernel", "native", pythonRuntime.frameKind.label, "process"];
+          const at = labels.map((label) => legend.indexOf(label));
+          assert.ok(at.every((i, n) => i >= 0 && (n === 0 || i > at[n - 1]!)), `legend: ${legend}`);
           await page.fill("#search", "Component7::");
           const search = (await hook(page, "timings")).lastSearchMs!;
           const searchState = await hook(page, "search");

@@ -9,10 +9,11 @@ import { type InstallerMaps, MappingInstaller } from "../lib/process/mapping_ins
 import { ProcessManager } from "../lib/process/process_manager.ts";
 import type { Data } from "../lib/interpreter/interpreter.ts";
 import type { Runtime } from "../lib/interpreter/runtime.ts";
+import { pythonRuntime } from "../lib/interpreter/python/runtime.ts";
 import { Tracer } from "../lib/record/tracer.ts";
 import type { Address, Pid } from "../lib/types.ts";
 import { PidPageMappings } from "../lib/unwind/pid_page_mappings.ts";
-import { UnwindProgram } from "../support/types.ts";
+import { PythonUnwindProgram, UnwindProgram } from "../support/types.ts";
 import { tracingTest } from "./helpers.ts";
 import { BpfObject } from "../lib/bpf/object.ts";
 import { bpfObjectBytes } from "../support/bpf_object.ts";
@@ -91,9 +92,10 @@ Deno.test(tracingTest("a process read again writes only its changed mappings to 
 /** A runtime that claims the C library as the home of its interpreter loop. */
 const libcAsInterpreter: Runtime = {
   name: "python",
+  frameKind: pythonRuntime.frameKind,
   loader: (ebpf, info) => {
     if (!/\/libc\.so\.6$/.test(info.fileName)) return null;
-    ebpf.updateInterpreterOffsets(UnwindProgram.Python, info.fileId, [{ start: 0x1000, end: 0x2000 }]);
+    ebpf.updateInterpreterOffsets(PythonUnwindProgram.Python, info.fileId, [{ start: 0x1000, end: 0x2000 }]);
     const data: Data = {
       attach: () => {
         throw new Error("not attached in this test");
@@ -103,6 +105,7 @@ const libcAsInterpreter: Runtime = {
   },
   unwinder: null,
   processMap: null,
+  bpfMetrics: {},
   check: null,
 };
 
@@ -126,7 +129,7 @@ Deno.test(
         assert.ok(files.stats.deltaBytes > 0, "the page has rows");
       } else {
         // The same library as the home of an interpreter's loop: every page at the first need.
-        assert.equal(use.program, UnwindProgram.Python);
+        assert.equal(use.program, PythonUnwindProgram.Python);
         assert.equal(files.stats.pagesLoaded, 0, "no page loaded alone");
         assert.ok(files.stats.filesLoaded >= 1 && files.stats.deltaBytes > 0);
       }

@@ -6,6 +6,7 @@ import type { RecordSink } from "../lib/bpf/ring_buffer.ts";
 import { Tracer, type TracerOptions } from "../lib/record/tracer.ts";
 import { Recorder } from "../lib/record/recorder.ts";
 import type { Pid } from "../lib/types.ts";
+import { RUNTIMES } from "../lib/interpreter/runtimes.ts";
 import { EventKind, FrameMarker } from "../support/types.ts";
 import {
   RECORD_KIND,
@@ -130,6 +131,10 @@ Deno.test(tracingTest("Tracer samples only the filtered process, through the tai
   assert.equal(metrics.TailCallFailed, 0);
   assert.equal(metrics.Samples, traces.length, "every sample became a trace");
   assert.ok(metrics.Filtered > 0, "the other process was filtered out in BPF");
+  // Each runtime's counters are there, under the names its descriptor gives them: none ran here.
+  const runtimeCounters = RUNTIMES.flatMap((runtime) => Object.keys(runtime.bpfMetrics));
+  assert.ok(runtimeCounters.length > 0);
+  for (const name of runtimeCounters) assert.equal(metrics[name], 0, name);
 }));
 
 Deno.test(tracingTest("Tracer creates its large hash maps empty where the kernel allows it", () => {

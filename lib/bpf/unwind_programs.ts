@@ -1,8 +1,8 @@
 /**
  * The tail-call table `progs`: which program unwinds each kind of frame. BPF jumps through it by the slots
  * of `enum unwind_program` (bpf/types.h), which support/types.ts generates as `UnwindProgram`. The
- * profiler's own slots are listed here; each runtime brings its own (lib/interpreter/runtimes.ts), and the
- * tracer fills the table from both lists alone.
+ * profiler's own slots are listed here; each runtime brings its own (lib/interpreter/runtimes.ts), whose
+ * number its header bpf/<name>_tracer.h declares, and the tracer fills the table from both lists alone.
  *
  * @example
  * ```ts ignore
@@ -18,35 +18,31 @@ import type { BpfObject } from "./object.ts";
 import { BPF_MAPS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
 import { UnwindProgram } from "../../support/types.ts";
 
-/** A slot of the table: a value of `enum unwind_program` other than the count. */
-export type UnwindSlot = Exclude<keyof typeof UnwindProgram, "Count">;
-
 /** A program and the slot it fills. */
 export interface Unwinder {
-  readonly slot: UnwindSlot;
+  /** An index of the table: a value of `enum unwind_program`, or a runtime's slot from its header. */
+  readonly slot: number;
   readonly program: BpfProgramName;
 }
 
 /** The slots every session fills: the native unwinder and the program that ends a trace. */
 export const NATIVE_UNWINDERS: readonly Unwinder[] = [
-  { slot: "Stop", program: "unwind_stop" },
-  { slot: "Native", program: "unwind_native" },
+  { slot: UnwindProgram.Stop, program: "unwind_stop" },
+  { slot: UnwindProgram.Native, program: "unwind_native" },
 ];
 
 // Slots and program descriptors are u32 in the table (u32Key): a change in bpf/ is a type error here.
 BPF_MAPS.progs.keySize satisfies 4;
 BPF_MAPS.progs.valueSize satisfies 4;
 
-/** A filled slot of the table, its index in it, and its program. */
-export interface UnwindProgramEntry extends Unwinder {
-  readonly index: number;
-}
+/** A filled slot of the table and its program. */
+export type UnwindProgramEntry = Unwinder;
 
 /**
  * The filled slots of the table: the native ones and `runtimeUnwinders`; a slot left out ends the trace
  * when jumped to.
  *
- * @throws {RangeError} when two programs claim one slot.
+ * @throws {RangeError} when two programs claim one slot, or a slot lies outside the table.
  */
 export function unwindPrograms(runtimeUnwinders: readonly Unwinder[]): UnwindProgramEntry[] {
   const entries: UnwindProgramEntry[] = [];
@@ -55,7 +51,12 @@ export function unwindPrograms(runtimeUnwinders: readonly Unwinder[]): UnwindPro
     if (taken !== undefined) {
       throw new RangeError(`Cannot put ${program} in slot ${slot}: ${taken.program} is there`);
     }
-    entries.push({ slot, index: UnwindProgram[slot], program });
+    if (!Number.isInteger(slot) || slot < 0 || slot >= UnwindProgram.Count) {
+      throw new RangeError(
+        `Cannot put ${program} in slot ${slot}: the table has ${UnwindProgram.Count} slots`,
+      );
+    }
+    entries.push({ slot, program });
   }
   return entries;
 }
@@ -63,7 +64,7 @@ export function unwindPrograms(runtimeUnwinders: readonly Unwinder[]): UnwindPro
 /** Puts every program of `entries` in its slot of the loaded `object`'s table. */
 export function fillUnwindPrograms(object: BpfObject, entries: readonly UnwindProgramEntry[]): void {
   const progs = object.map("progs");
-  for (const { index, program } of entries) {
-    progs.update(u32Key(index), u32Key(object.program(program).fd));
+  for (const { slot, program } of entries) {
+    progs.update(u32Key(slot), u32Key(object.program(program).fd));
   }
 }

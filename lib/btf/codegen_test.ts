@@ -68,7 +68,7 @@ export const longNamesLayout = {
 export const FrameMarker = {
   Unknown: 0,
   Native: 3,
-  Python: 6,
+  Interpreted: 6,
   KernelCode: 32,
 } as const;
 /** One value of {@linkcode FrameMarker}. */

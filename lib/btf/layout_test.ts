@@ -113,7 +113,7 @@ Deno.test(requiring([compiler], {
     assert.deepEqual([...enumValues(btf, "frame_marker").keys()], [
       "FRAME_MARKER_UNKNOWN",
       "FRAME_MARKER_NATIVE",
-      "FRAME_MARKER_PYTHON",
+      "FRAME_MARKER_INTERPRETED",
       "FRAME_MARKER_KERNEL_CODE",
     ]);
   },

@@ -12,8 +12,8 @@
  * ```ts ignore
  * import { ElfFile } from "../elf/elf_file.ts";
  * import { findDynamicSymbol } from "./dynamic_symbol_lookup.ts";
- * using elf = ElfFile.open("/usr/bin/python3.11");
- * findDynamicSymbol(elf, "_PyRuntime"); // { value: 0xa5b740, size: 166688, ... }
+ * using elf = ElfFile.open("/lib/x86_64-linux-gnu/libc.so.6");
+ * findDynamicSymbol(elf, "environ"); // { value: ..., size: 8, ... }: a runtime's exported state
  * ```
  *
  * @module

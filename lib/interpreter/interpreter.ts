@@ -40,7 +40,7 @@
 import { ElfFile } from "../elf/elf_file.ts";
 import type { Prefix } from "../lpm/prefixes.ts";
 import type { ResolvedMapping } from "../process/mapped_file.ts";
-import type { FrameKind } from "../profile/profile.ts";
+import type { FrameKind, RuntimeKind } from "../profile/profile.ts";
 import { RegularFile } from "../sys/regular_file.ts";
 import type { FileId, Pid } from "../types.ts";
 import type { RemoteMemory } from "./remote_memory.ts";
@@ -77,7 +77,7 @@ export interface AddressRange {
 }
 
 /** The runtimes that can own per-process BPF data: the frame kinds of interpreters and JIT compilers. */
-export type InterpreterType = Exclude<FrameKind, "kernel" | "native" | "phpjit" | "unknown" | "error">;
+export type InterpreterType = RuntimeKind;
 
 /**
  * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the

@@ -8,7 +8,7 @@
  * ```ts ignore
  * import { InterpreterOffsets } from "./interpreter_offsets.ts";
  * const offsets = new InterpreterOffsets(object.map("interpreter_offsets"));
- * offsets.update(7, UnwindProgram[runtime.unwinder.slot], [{ start: 0x1000, end: 0x2000 }]);
+ * offsets.update(7, runtime.unwinder.slot, [{ start: 0x1000, end: 0x2000 }]);
  * ```
  *
  * @module
@@ -32,9 +32,9 @@ export class InterpreterOffsets {
    */
   update(bpfId: number, program: number, ranges: readonly AddressRange[]): void {
     const L = interpreterOffsetsLayout;
-    if (ranges.length > InterpreterConstants.InterpreterRanges) {
+    if (ranges.length > InterpreterConstants.Ranges) {
       throw new RangeError(
-        `Cannot store ${ranges.length} interpreter ranges: BPF holds ${InterpreterConstants.InterpreterRanges}`,
+        `Cannot store ${ranges.length} interpreter ranges: BPF holds ${InterpreterConstants.Ranges}`,
       );
     }
     const value = new Uint8Array(L.sizeof);

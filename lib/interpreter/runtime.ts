@@ -2,16 +2,25 @@
  * What the profiler knows of one runtime, in one object that the runtime's folder exports (its
  * `runtime.ts`) and the runtime list (runtimes.ts) names: how its files are recognised, which BPF program
  * unwinds its frames, where BPF keeps its per-process records, and what `omniprof check` says of it.
- * Nothing outside the runtime's folder names the runtime; everything else reads these fields.
+ * Nothing outside the runtime's folder and BPF files names the runtime (README.md here lists the few
+ * places that do); everything else reads these fields.
  *
  * @example
  * ```ts ignore
  * import type { Runtime } from "../runtime.ts";
  * export const rubyRuntime: Runtime = {
  *   name: "ruby",
+ *   frameKind: {
+ *     marker: RubyFrameMarker.Ruby,
+ *     pprofMappingName: "[ruby]",
+ *     otlpFrameType: "ruby",
+ *     label: "Ruby",
+ *     colour: { hue: 322, spread: 18, sat: 55, light: 64 },
+ *   },
  *   loader: rubyLoader,
- *   unwinder: { slot: "Ruby", program: "unwind_ruby" },
+ *   unwinder: { slot: RubyUnwindProgram.Ruby, program: "unwind_ruby" },
  *   processMap: "ruby_procs",
+ *   bpfMetrics: runtimeMetricNames("Ruby", RubyMetricId),
  *   check: null,
  * };
  * ```
@@ -21,6 +30,7 @@
 import type { Unwinder } from "../bpf/unwind_programs.ts";
 import type { BpfMapName } from "../../support/bpf_catalogue.ts";
 import type { LoadSegment } from "../elf/elf_file.ts";
+import type { RuntimeFrameKind } from "../profile/frame_kinds.ts";
 import type { Data, InterpreterType, Loader } from "./interpreter.ts";
 
 /** A runtime's check for `omniprof check`. */
@@ -39,6 +49,8 @@ export interface RuntimeCheck {
 export interface Runtime {
   /** Its frame kind, which names its per-process records too. */
   readonly name: InterpreterType;
+  /** What its frames are to BPF (their marker) and to the outputs (names, colours). */
+  readonly frameKind: RuntimeFrameKind;
   /** Recognises the runtime's files (executables, libraries) and reads what is true of each. */
   readonly loader: Loader;
   /** Its BPF unwinder and the tail-call slot it fills; null for a runtime whose frames are native. */
@@ -48,8 +60,24 @@ export interface Runtime {
    * so it is allocated on demand where the kernel allows (lib/record/map_allocation.ts).
    */
   readonly processMap: BpfMapName | null;
+  /**
+   * Its BPF unwinder's counters in the `metrics` array (ids of the runtimes' range of `enum metric_id`,
+   * declared in its header bpf/<name>_tracer.h), by the name `record --stats` reports each under.
+   */
+  readonly bpfMetrics: Readonly<Record<string, number>>;
   /** What `omniprof check` tests for it, if anything beyond the BPF programs loading. */
   readonly check: RuntimeCheck | null;
+}
+
+/**
+ * The names `record --stats` gives a runtime's BPF counters: its generated metric enum's keys after the
+ * runtime's prefix, so `{ Frames: 20 }` of "Ruby" reads `RubyFrames`.
+ */
+export function runtimeMetricNames(
+  prefix: string,
+  ids: Readonly<Record<string, number>>,
+): Readonly<Record<string, number>> {
+  return Object.fromEntries(Object.entries(ids).map(([name, id]) => [`${prefix}${name}`, id]));
 }
 
 /** A runtime's claim on one file: what its loader made of the file. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FrameMarker, UnwindProgram } from "../../support/types.ts";
+import { PythonFrameMarker, PythonUnwindProgram, UnwindProgram } from "../../support/types.ts";
 import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
 import { MemoryEbpfHandler } from "./memory_ebpf_handler.ts";
@@ -46,7 +46,7 @@ Deno.test(requiring(needs, {
     const entries = bpf.entries().filter((entry) => entry.pid === python.pid);
     assert.ok(entries.some((entry) => entry.bpfId === bpfId), "the interpreter file is installed");
     for (const entry of entries) {
-      const expected = entry.bpfId === bpfId ? UnwindProgram.Python : UnwindProgram.Native;
+      const expected = entry.bpfId === bpfId ? PythonUnwindProgram.Python : UnwindProgram.Native;
       assert.equal(entry.program, expected, `entry of file ${entry.bpfId} at 0x${entry.start.toString(16)}`);
     }
     assert.ok(bpf.ebpf.procDataOf("python", python.pid), "the process record is published");
@@ -59,7 +59,7 @@ Deno.test(requiring(needs, {
     });
     const leaf = frames[0]!;
     const named = processes.symbolize(python.pid, {
-      kind: FrameMarker.Python,
+      kind: PythonFrameMarker.Python,
       fileId: leaf.code,
       addrOrLine: encodePythonAddrOrLine(leaf.firstLineStamp, leaf.byteOffset),
     });
@@ -74,7 +74,7 @@ Deno.test(requiring(needs, {
     processes.onExit(python.pid);
     assert.equal(bpf.ebpf.procDataOf("python", python.pid), undefined, "the record is removed at exit");
     assert.equal(
-      processes.symbolize(python.pid, { kind: FrameMarker.Python, fileId: 1, addrOrLine: 0 }),
+      processes.symbolize(python.pid, { kind: PythonFrameMarker.Python, fileId: 1, addrOrLine: 0 }),
       null,
     );
     assert.equal(bpf.trieMap.entries.size, 0);
@@ -86,7 +86,9 @@ Deno.test(requiring(needs, {
     processes.onExec(python.pid);
     assert.notEqual(files.claimOf(interpreter), null);
     assert.equal(files.bpfIdOf(interpreter.fileId!), bpfId);
-    assert.ok(bpf.entries().some((entry) => entry.bpfId === bpfId && entry.program === UnwindProgram.Python));
+    assert.ok(
+      bpf.entries().some((entry) => entry.bpfId === bpfId && entry.program === PythonUnwindProgram.Python),
+    );
     assert.equal(files.stats.filesClaimed, 2);
   },
 }));
@@ -117,7 +119,7 @@ Deno.test(requiring(needs, {
     assert.equal(processes.runtimeStats.attachFailures, 2);
     assert.equal(processes.runtimeStats.processes, 0);
     assert.equal(
-      processes.symbolize(python.pid, { kind: FrameMarker.Python, fileId: 1, addrOrLine: 0 }),
+      processes.symbolize(python.pid, { kind: PythonFrameMarker.Python, fileId: 1, addrOrLine: 0 }),
       null,
     );
   },

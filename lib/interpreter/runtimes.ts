@@ -1,9 +1,10 @@
 /**
  * The runtime list: every runtime a session unwinds, one line each. The rest of the profiler is built from
- * it: the tail-call table (lib/record/tracer.ts), the maps allocated on demand
- * (lib/record/map_allocation.ts), the per-process maps the BPF handler writes, the loaders offered every
- * mapped file (lib/process/file_registry.ts) and the checks of `omniprof check`. Adding a runtime adds a
- * line here (README.md in this folder has the checklist).
+ * it: the tail-call table and the counters of `record --stats` (lib/record/tracer.ts), the maps allocated
+ * on demand (lib/record/map_allocation.ts), the per-process maps the BPF handler writes, the loaders
+ * offered every mapped file (lib/process/file_registry.ts), the frame kinds of profiles and outputs
+ * (lib/profile/frame_kinds.ts) and the checks of `omniprof check`. Adding a runtime adds a line here
+ * (README.md in this folder has the checklist).
  *
  * @example
  * ```ts ignore

@@ -5,7 +5,7 @@ import { BpfObject } from "../bpf/object.ts";
 import { fillUnwindPrograms, unwindPrograms } from "../bpf/unwind_programs.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
 import { BPF_MAPS, BPF_PROGRAMS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
-import { UnwindProgram } from "../../support/types.ts";
+import { FrameMarker, MetricId, UnwindProgram } from "../../support/types.ts";
 import { tracingTest } from "../../tests/helpers.ts";
 import { processMapOf, runtimeProcessMaps, RUNTIMES, runtimeUnwinders } from "./runtimes.ts";
 
@@ -14,13 +14,15 @@ const ENTRY: BpfProgramName = "sample_cpu";
 
 Deno.test("the runtime list fills distinct slots of the table with programs of the sampler's type", () => {
   const filled = unwindPrograms(runtimeUnwinders(RUNTIMES));
-  assert.ok(filled.length >= 3 && filled.some(({ slot }) => slot === "Native"), `${filled.length} slots`);
-  assert.equal(new Set(filled.map(({ index }) => index)).size, filled.length);
-  for (const { slot, index, program } of filled) {
-    assert.equal(index, UnwindProgram[slot], slot);
+  assert.ok(
+    filled.length >= 3 && filled.some(({ slot }) => slot === UnwindProgram.Native),
+    `${filled.length} slots`,
+  );
+  assert.equal(new Set(filled.map(({ slot }) => slot)).size, filled.length);
+  for (const { slot, program } of filled) {
     assert.ok(
-      index < BPF_MAPS.progs.maxEntries,
-      `${program} in slot ${index} of ${BPF_MAPS.progs.maxEntries}`,
+      slot < BPF_MAPS.progs.maxEntries,
+      `${program} in slot ${slot} of ${BPF_MAPS.progs.maxEntries}`,
     );
     assert.equal(BPF_PROGRAMS[program].type, BPF_PROGRAMS[ENTRY].type, program);
   }
@@ -43,6 +45,22 @@ Deno.test("each runtime has its own name, and its per-process map is a hash map 
     if (runtime.processMap !== null) assert.equal(processMapOf(RUNTIMES, runtime.name), runtime.processMap);
   }
   assert.throws(() => processMapOf([], "ruby"), /Cannot keep ruby processes/);
+});
+
+Deno.test("each runtime marks its frames and counts in BPF with ids of its own, outside the shared ones", () => {
+  const markers = RUNTIMES.map(({ frameKind }) => frameKind.marker);
+  assert.equal(new Set(markers).size, markers.length, `markers ${markers.join(", ")}`);
+  const shared = new Set<number>(Object.values(FrameMarker));
+  for (const marker of markers) {
+    assert.ok(!shared.has(marker) && marker > 0 && marker < FrameMarker.ErrorBit, `marker ${marker}`);
+  }
+  const ids = RUNTIMES.flatMap(({ bpfMetrics }) => Object.values(bpfMetrics));
+  const names = RUNTIMES.flatMap(({ bpfMetrics }) => Object.keys(bpfMetrics));
+  assert.ok(ids.length >= RUNTIMES.length, `${ids.length} runtime counters`);
+  assert.equal(new Set(ids).size, ids.length, `counter ids ${ids.join(", ")}`);
+  for (const id of ids) assert.ok(id >= MetricId.RuntimesFirst && id < MetricId.Count, `counter ${id}`);
+  const sharedNames = new Set(Object.keys(MetricId));
+  for (const name of names) assert.ok(!sharedNames.has(name), `${name} is a shared counter's name`);
 });
 
 /** The kernel's id of a loaded program (struct bpf_prog_info: type at byte 0, id at byte 4). */
@@ -69,7 +87,7 @@ Deno.test(tracingTest("fillUnwindPrograms() puts each listed program in its slot
     if (progs.lookup(u32Key(slot), new Uint8Array(value.buffer))) filled.set(slot, value[0]!);
   }
   const expected = new Map<number, number>(
-    entries.map(({ index, program }) => [index, programId(object.program(program).fd)]),
+    entries.map(({ slot, program }) => [slot, programId(object.program(program).fd)]),
   );
   assert.ok(expected.size >= 3 && expected.has(UnwindProgram.Native), `${expected.size} programs listed`);
   assert.deepEqual(filled, expected);

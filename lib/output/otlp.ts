@@ -34,6 +34,7 @@
  */
 
 import type { FrameKind, Profile } from "../profile/profile.ts";
+import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { frameKindOfMapping } from "./pprof.ts";
 import { ProtobufWriter, WireType } from "./protobuf_writer.ts";
 
@@ -48,21 +49,15 @@ export const FRAME_TYPE_ATTRIBUTE = "profile.frame.type";
 
 /**
  * `profile.frame.type` of each frame kind: the well-known values of the semantic conventions where one
- * applies (they MUST be used then), the kind's own name otherwise (custom values are allowed).
+ * applies (they MUST be used then; each runtime's descriptor gives its own), the kind's own name otherwise
+ * (custom values are allowed).
  */
 export const FRAME_TYPES: Readonly<Record<FrameKind, string>> = {
   kernel: "kernel",
   native: "native",
-  python: "cpython",
-  php: "php",
-  phpjit: "php",
-  hotspot: "jvm",
-  ruby: "ruby",
-  perl: "perl",
-  v8: "v8js",
-  dotnet: "dotnet",
   unknown: "unknown",
   error: "error",
+  ...Object.fromEntries(runtimeFrameKinds().map((kind) => [kind.name, kind.otlpFrameType])),
 };
 
 /** The semantic conventions version whose attribute names this encoder writes. */

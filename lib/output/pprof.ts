@@ -19,12 +19,13 @@
  * Frame kinds travel in mapping names, since pprof has no field for them:
  * - A location's kind is the one its mapping's file name implies: names starting with
  *   `[kernel.kallsyms]` (and kernel modules, `*.ko`) are kernel code, the pseudo names in
- *   {@linkcode KIND_MAPPING_NAMES} (`[python]`, `[v8]`, ...) are their runtime, anything else is native.
+ *   {@linkcode KIND_MAPPING_NAMES} (`[unknown]`, and each runtime's: `Runtime.frameKind.pprofMappingName`)
+ *   are their kind, anything else is native.
  *   Locations without a mapping (`mapping_id` 0) are native.
  * - A non-native frame without a mapping (mapping -1) is written in a pseudo mapping named for its kind,
  *   with zero start, limit and file offset and no build ID; the reader turns such mappings back into
  *   "no mapping" (-1) and drops them from the mapping table.
- * - A frame whose kind contradicts its mapping's name (say a Python frame in `libpython.so`) keeps its kind
+ * - A frame whose kind contradicts its mapping's name (say an interpreter's frame in the interpreter's library) keeps its kind
  *   and loses the mapping link: it is written as if its mapping were -1.
  * - Kernel addresses are kept as their low 32 bits in a Profile; the writer restores the high half
  *   (0xffffffff, see `KernelAddress`) for kernel locations and mappings named for the kernel, and the reader
@@ -46,22 +47,19 @@
  */
 
 import type { FrameKind, Profile } from "../profile/profile.ts";
+import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { gzip } from "./gzip.ts";
 import { ProtobufWriter } from "./protobuf_writer.ts";
 
-/** The file name of the pseudo mapping that marks each non-native frame kind in a pprof file. */
+/**
+ * The file name of the pseudo mapping that marks each non-native frame kind in a pprof file: the
+ * profiler's own kinds, and each runtime's as its descriptor names it.
+ */
 export const KIND_MAPPING_NAMES: Readonly<Record<Exclude<FrameKind, "native">, string>> = {
   kernel: "[kernel.kallsyms]",
-  python: "[python]",
-  php: "[php]",
-  phpjit: "[phpjit]",
-  hotspot: "[hotspot]",
-  ruby: "[ruby]",
-  perl: "[perl]",
-  v8: "[v8]",
-  dotnet: "[dotnet]",
   unknown: "[unknown]",
   error: "[error]",
+  ...Object.fromEntries(runtimeFrameKinds().map((kind) => [kind.name, kind.pprofMappingName])),
 };
 
 const kindByMappingName = new Map<string, FrameKind>(
@@ -189,7 +187,7 @@ export function encodePprof(profile: Profile): Uint8Array {
     mappingFileNames[i] = strings.intern(mappings[i]!.fileName);
     mappingBuildIds[i] = strings.intern(mappings[i]!.buildId);
   }
-  const pseudoFileNames = pseudoKinds.map((kind) => strings.intern(KIND_MAPPING_NAMES[kind]));
+  const pseudoFileNames = pseudoKinds.map((kind) => strings.intern(KIND_MAPPING_NAMES[kind] ?? `[${kind}]`));
 
   // Runs of inlined calls with their caller: each distinct run becomes a location of its own.
   const runIds = new Map<string, number>();

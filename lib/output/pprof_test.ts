@@ -3,19 +3,14 @@ import { gunzipSync } from "node:zlib";
 import type { FrameKind, Profile, ProfileLocation, ProfileMapping } from "../profile/profile.ts";
 import { encodePprof, encodePprofGzip, frameKindOfMapping, KIND_MAPPING_NAMES } from "./pprof.ts";
 import { decodePprof } from "./pprof_reader.ts";
+import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { decodePprofBySchema } from "../../tests/pprof_schema.ts";
 
+// The profiler's own kinds and each runtime's.
 const ALL_KINDS: FrameKind[] = [
   "kernel",
   "native",
-  "python",
-  "php",
-  "phpjit",
-  "hotspot",
-  "ruby",
-  "perl",
-  "v8",
-  "dotnet",
+  ...runtimeFrameKinds().map(({ name }) => name),
   "unknown",
   "error",
 ];
@@ -212,7 +207,7 @@ Deno.test("every frame kind survives a round trip, with or without a mapping of 
     start: 0x1000,
     end: 0x2000,
     fileOffset: 0,
-    fileName: KIND_MAPPING_NAMES[kind as Exclude<FrameKind, "native">],
+    fileName: KIND_MAPPING_NAMES[kind as Exclude<FrameKind, "native">]!,
     buildId: "",
     hasFunctions: true,
   }));

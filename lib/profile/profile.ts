@@ -14,40 +14,16 @@
  *
  * @module
  */
-import { FrameMarker } from "../../support/types.ts";
 
-/** What produced a frame: the kernel, native machine code, or an interpreter/JIT runtime. */
-export type FrameKind =
-  | "kernel"
-  | "native"
-  | "python"
-  | "php"
-  | "phpjit"
-  | "hotspot"
-  | "ruby"
-  | "perl"
-  | "v8"
-  | "dotnet"
-  | "unknown"
-  | "error";
+/**
+ * What produced a frame: the kernel, native machine code, a runtime (an interpreter or JIT: the runtime's
+ * name, lib/interpreter/runtimes.ts; frame_kinds.ts describes each), or nothing the unwinders knew
+ * (`unknown`) or a failed unwinding (`error`).
+ */
+export type FrameKind = "kernel" | "native" | "unknown" | "error" | RuntimeKind;
 
-const KIND_OF_MARKER = new Map<number, FrameKind>([
-  [FrameMarker.Kernel, "kernel"],
-  [FrameMarker.Native, "native"],
-  [FrameMarker.Python, "python"],
-  [FrameMarker.Php, "php"],
-  [FrameMarker.Phpjit, "phpjit"],
-  [FrameMarker.Hotspot, "hotspot"],
-  [FrameMarker.Ruby, "ruby"],
-  [FrameMarker.Perl, "perl"],
-  [FrameMarker.V8, "v8"],
-  [FrameMarker.Dotnet, "dotnet"],
-]);
-
-/** The kind of a frame the BPF unwinders marked with `marker` (a FrameMarker value). */
-export function frameKindOf(marker: number): FrameKind {
-  return KIND_OF_MARKER.get(marker) ?? "unknown";
-}
+/** The name of a runtime's frame kind (a `Runtime.name`). */
+export type RuntimeKind = string & Record<never, never>;
 
 /** One executable, library or kernel image that locations point into. */
 export interface ProfileMapping {

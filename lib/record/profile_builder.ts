@@ -17,13 +17,8 @@
  *
  * @module
  */
-import {
-  frameKindOf,
-  type Profile,
-  type ProfileLocation,
-  type ProfileMapping,
-  type ProfileSample,
-} from "../profile/profile.ts";
+import { frameKindOf } from "../profile/frame_kinds.ts";
+import type { Profile, ProfileLocation, ProfileMapping, ProfileSample } from "../profile/profile.ts";
 import type { MappedFile } from "../process/mapped_file.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";

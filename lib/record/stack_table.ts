@@ -21,7 +21,7 @@ import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interpreter.ts";
 import type { PerfMap } from "../symbolize/perf_map.ts";
-import { frameKindOf } from "../profile/profile.ts";
+import { frameKindOf } from "../profile/frame_kinds.ts";
 import {
   COMM_LENGTH,
   FRAME_ADDRESS,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
+import { EventKind, FrameFlag, FrameMarker, PythonFrameMarker } from "../../support/types.ts";
 import type { InterpreterFrame, SymbolizedFrame } from "../interpreter/interpreter.ts";
 import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
@@ -42,7 +42,7 @@ function traceRecord(pid: number, frames: PyFrame[]): DataView {
   view.setUint32(TRACE_FRAMES + FRAME_ADDRESS + 4, 0xffffffff, true);
   frames.forEach((frame, i) => {
     const at = TRACE_FRAMES + (i + 1) * FRAME_SIZE;
-    view.setUint8(at + FRAME_KIND, FrameMarker.Python);
+    view.setUint8(at + FRAME_KIND, PythonFrameMarker.Python);
     view.setUint32(at + FRAME_FILE_ID, frame.code % 2 ** 32, true);
     view.setUint32(at + FRAME_FILE_ID + 4, Math.floor(frame.code / 2 ** 32), true);
     view.setUint32(at + FRAME_ADDRESS, frame.offset >>> 0, true);

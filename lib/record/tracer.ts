@@ -67,8 +67,14 @@ export interface TracerOptions {
   paused?: boolean;
 }
 
-/** BPF-side counters, summed over CPUs. */
-export type TracerMetrics = Record<keyof typeof MetricId, number>;
+/** The profiler's own BPF counters: `enum metric_id` but its count and the start of the runtimes' range. */
+export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "RuntimesFirst">;
+
+/**
+ * BPF-side counters, summed over CPUs: the profiler's own, and each runtime's by the name its descriptor
+ * gives it (`Runtime.bpfMetrics`).
+ */
+export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
 /**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
@@ -230,14 +236,19 @@ export class Tracer {
     const cpus = libbpf().fn.libbpf_num_possible_cpus();
     const values = new BigUint64Array(Math.max(1, cpus));
     const bytes = new Uint8Array(values.buffer);
-    const result = {} as TracerMetrics;
-    for (const [name, id] of Object.entries(MetricId) as [keyof typeof MetricId, number][]) {
-      if (id >= MetricId.Count) continue;
+    const result: Record<string, number> = {};
+    const shared = Object.entries(MetricId).filter(([, id]) => id < MetricId.RuntimesFirst);
+    for (
+      const [name, id] of [
+        ...shared,
+        ...RUNTIMES.flatMap((runtime) => Object.entries(runtime.bpfMetrics)),
+      ]
+    ) {
       let sum = 0;
       if (map.lookup(u32Key(id), bytes)) { for (const value of values) sum += Number(value); }
       result[name] = sum;
     }
-    return result;
+    return result as TracerMetrics;
   }
 
   /** Detaches and unloads everything. Safe to call twice. */

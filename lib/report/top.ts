@@ -129,7 +129,8 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
 /**
  * Formats rows as an aligned text table with the columns self%, self, total%, total and function, one row
  * per line, each line ending in a newline. Percentages are of `totalSamples`. Kernel functions are marked
- * `[k]`, those of interpreters and JITs with their kind (`[python]`, ...); native ones are unmarked.
+ * `[k]`, those of interpreters and JITs with their kind (the runtime's name in brackets); native ones are
+ * unmarked.
  *
  * @example
  * ```ts

@@ -1,8 +1,8 @@
 /**
  * Where the function holding an address starts and ends, from the file's unwind entries (the FDEs of
  * `.eh_frame`, found through `.eh_frame_hdr`), for code that no symbol names: the static functions of a
- * stripped binary such as Debian's python3.11. Every FDE covers one function, so the samples of one unnamed
- * function can be shown as one frame instead of one per address.
+ * stripped binary such as Debian's packaged interpreters. Every FDE covers one function, so the samples of
+ * one unnamed function can be shown as one frame instead of one per address.
  *
  * @example
  * ```ts

@@ -2,8 +2,8 @@
  * A perf map: the text file (`/tmp/perf-PID.map`) in which a JIT runtime names the code it generates,
  * one `START SIZE NAME` line per piece of code, START and SIZE in hex, as perf reads it. V8 writes one
  * with `--perf-basic-prof`, .NET with `DOTNET_PerfMapEnabled=1`, the JVM with `jcmd PID Compiler.perfmap`
- * or an agent, LuaJIT, CPython 3.12's perf trampoline: code in anonymous memory, which no file names,
- * is named through it.
+ * or an agent, LuaJIT, interpreters' perf trampolines: code in anonymous memory, which no file names, is
+ * named through it.
  *
  * Lines are read as writers write them: a `0x` before either number is accepted, the name is the rest of
  * the line (spaces included, trailing white space and `\r` dropped), blank lines are skipped; a line that

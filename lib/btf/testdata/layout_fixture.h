@@ -10,7 +10,7 @@ typedef unsigned long long u64;
 enum frame_marker {
   FRAME_MARKER_UNKNOWN = 0,
   FRAME_MARKER_NATIVE = 3,
-  FRAME_MARKER_PYTHON = 6,
+  FRAME_MARKER_INTERPRETED = 6,
   FRAME_MARKER_KERNEL_CODE = 0x20,
 };
 

@@ -25,7 +25,7 @@ import type { ResolvedMapping } from "../../process/mapped_file.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import type { Address, Pid } from "../../types.ts";
 import { FileRefusedError } from "../../sys/regular_file.ts";
-import { FrameMarker } from "../../../support/types.ts";
+import { PythonFrameMarker } from "../../../support/types.ts";
 import { findElfSymbols } from "../elf_symbols.ts";
 import {
   type GlibcThreadLayout,
@@ -429,7 +429,7 @@ export class PythonInstance extends InstanceStubs {
   }
 
   override symbolize(frame: InterpreterFrame): SymbolizedFrame {
-    if (frame.kind !== FrameMarker.Python) throw new InterpreterMismatchError();
+    if (frame.kind !== PythonFrameMarker.Python) throw new InterpreterMismatchError();
     this.#symbolized++;
     const { firstLine, byteOffset } = decodePythonAddrOrLine(frame.addrOrLine);
     const symbol = this.symbolizer.symbolize(frame.fileId as Address, byteOffset, firstLine);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Address, Pid } from "../../types.ts";
-import { FrameMarker } from "../../../support/types.ts";
+import { PythonFrameMarker } from "../../../support/types.ts";
 import { RemoteMemoryError } from "../remote_memory.ts";
 import type { PythonFrame, PythonInstance, PythonThreadState } from "./instance.ts";
 import { encodePythonProcInfo } from "./proc_info.ts";
@@ -48,7 +48,7 @@ function readThreads(instance: PythonInstance): ThreadView[] {
     const raw = instance.stack(thread.address);
     const frames = raw.map((frame) => {
       const symbol = instance.symbolize({
-        kind: FrameMarker.Python,
+        kind: PythonFrameMarker.Python,
         fileId: frame.code,
         addrOrLine: encodePythonAddrOrLine(frame.firstLineStamp, frame.byteOffset),
       });
@@ -233,7 +233,7 @@ for (const install of installs.found) {
     );
     // Symbolizing an uncached frame of a dead process names it unknown instead of failing.
     attached.memory.clearCache();
-    const frame = { kind: FrameMarker.Python, fileId: 0x10000, addrOrLine: 0 };
+    const frame = { kind: PythonFrameMarker.Python, fileId: 0x10000, addrOrLine: 0 };
     assert.equal(instance.symbolize(frame).functionName, "<unknown>");
   });
 }

@@ -25,7 +25,7 @@
  * @module
  */
 import type { ElfFile } from "../../elf/elf_file.ts";
-import { UnwindProgram } from "../../../support/types.ts";
+import { PythonUnwindProgram } from "../../../support/types.ts";
 import { findDynamicSymbol } from "../dynamic_symbol_lookup.ts";
 import { type ElfSymbol, findElfSymbols, STT_TLS } from "../elf_symbols.ts";
 import type { AddressRange, EbpfHandler, Loader, LoaderInfo } from "../interpreter.ts";
@@ -116,7 +116,7 @@ function buildVersion(elf: ElfFile, symbols: Map<string, ElfSymbol>, fileName: s
 
 /**
  * The CPython {@linkcode Loader}: returns {@linkcode PythonData} for an interpreter file and declares its
- * eval loop to BPF (`UnwindProgram.Python`).
+ * eval loop to BPF (`PythonUnwindProgram.Python`).
  */
 export const pythonLoader: Loader = (ebpf: EbpfHandler, info: LoaderInfo): PythonData | null => {
   let elf: ElfFile;
@@ -129,6 +129,6 @@ export const pythonLoader: Loader = (ebpf: EbpfHandler, info: LoaderInfo): Pytho
   }
   const facts = detectPythonFile(elf, info.fileName);
   if (facts === null) return null;
-  ebpf.updateInterpreterOffsets(UnwindProgram.Python, info.fileId, facts.evalRanges);
+  ebpf.updateInterpreterOffsets(PythonUnwindProgram.Python, info.fileId, facts.evalRanges);
   return new PythonData(info.fileName, facts);
 };

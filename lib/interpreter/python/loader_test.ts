@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { FileId } from "../../types.ts";
-import { UnwindProgram } from "../../../support/types.ts";
+import { PythonUnwindProgram } from "../../../support/types.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
 import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
@@ -67,7 +67,7 @@ for (const install of installs.found) {
     const data = pythonLoader(ebpf, info);
     assert.ok(data !== null);
     const entry = ebpf.interpreterOffsets.get(info.fileId);
-    assert.equal(entry?.program, UnwindProgram.Python);
+    assert.equal(entry?.program, PythonUnwindProgram.Python);
     assert.deepEqual(entry?.ranges[0], info.getSymbolAsRanges("_PyEval_EvalFrameDefault")[0]);
   });
 
@@ -94,7 +94,7 @@ for (const install of installs.found) {
       const ebpf = new MemoryEbpfHandler();
       using info = new LoaderInfo({ fileId: fileId(copy), fileName: copy });
       assert.ok(pythonLoader(ebpf, info) !== null);
-      assert.equal(ebpf.interpreterOffsets.get(info.fileId)?.program, UnwindProgram.Python);
+      assert.equal(ebpf.interpreterOffsets.get(info.fileId)?.program, PythonUnwindProgram.Python);
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }

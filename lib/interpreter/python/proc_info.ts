@@ -1,7 +1,7 @@
 /**
- * The per-process record the BPF Python unwinder reads (`struct python_proc_info` in bpf/types.h): how
- * to find the current thread's `PyThreadState` from its thread pointer, and the struct offsets needed to
- * walk its frames. Encoded against the layout build.ts generates from the BPF object's BTF
+ * The per-process record the BPF Python unwinder reads (`struct python_proc_info` in
+ * bpf/python_tracer.h): how to find the current thread's `PyThreadState` from its thread pointer, and the
+ * struct offsets needed to walk its frames. Encoded against the layout build.ts generates from the BPF object's BTF
  * (support/types.ts), so the C struct is the only definition.
  *
  * @example
@@ -79,7 +79,7 @@ export interface PythonProcInfoLayout {
   readonly code_code_adaptive: FieldLayout;
 }
 
-/** The layout of `struct python_proc_info` in bpf/types.h, generated from the BPF object's BTF. */
+/** The layout of `struct python_proc_info` in bpf/python_tracer.h, generated from the BPF object's BTF. */
 export const PYTHON_PROC_INFO_LAYOUT: PythonProcInfoLayout = pythonProcInfoLayout;
 
 /** `python_proc_info.flags` bits, generated from `enum python_proc_flag`. */

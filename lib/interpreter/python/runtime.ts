@@ -1,18 +1,28 @@
 /**
- * CPython as the profiler sees it: its loader, its BPF unwinder (bpf/python_tracer.bpf.c) in the
- * `Python` slot of the tail-call table, its per-process records in `python_procs`, and its check.
+ * CPython as the profiler sees it: its frames (marked as bpf/python_tracer.h says, named `python`), its
+ * loader, its BPF unwinder (bpf/python_tracer.bpf.c) in its slot of the tail-call table, its per-process
+ * records in `python_procs`, its BPF counters, and its check.
  *
  * @module
  */
-import type { Runtime } from "../runtime.ts";
+import { PythonFrameMarker, PythonMetricId, PythonUnwindProgram } from "../../../support/types.ts";
+import { type Runtime, runtimeMetricNames } from "../runtime.ts";
 import { checkPython } from "./check.ts";
 import { pythonLoader } from "./loader.ts";
 
 /** The CPython runtime (3.8 to 3.13). */
 export const pythonRuntime: Runtime = {
   name: "python",
+  frameKind: {
+    marker: PythonFrameMarker.Python,
+    pprofMappingName: "[python]",
+    otlpFrameType: "cpython",
+    label: "Python",
+    colour: { hue: 100, spread: 28, sat: 52, light: 56 },
+  },
   loader: pythonLoader,
-  unwinder: { slot: "Python", program: "unwind_python" },
+  unwinder: { slot: PythonUnwindProgram.Python, program: "unwind_python" },
   processMap: "python_procs",
+  bpfMetrics: runtimeMetricNames("Python", PythonMetricId),
   check: { name: "Python frames", run: checkPython },
 };

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Address } from "../../types.ts";
-import { FrameMarker } from "../../../support/types.ts";
+import { FrameMarker, PythonFrameMarker } from "../../../support/types.ts";
 import { InterpreterMismatchError } from "../interpreter.ts";
 import { RemoteMemoryError } from "../remote_memory.ts";
 import {
@@ -69,7 +69,7 @@ for (const install of installs.found) {
       // The BPF frame encoding gives the same answer through the instance.
       const [offset, line] = code.lines[code.lines.length - 1] ?? [0, code.firstLine];
       const frame = {
-        kind: FrameMarker.Python,
+        kind: PythonFrameMarker.Python,
         fileId: address,
         addrOrLine: encodePythonAddrOrLine(code.firstLine, offset),
       };

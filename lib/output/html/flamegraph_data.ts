@@ -24,9 +24,15 @@
 
 import type { FrameKind, Profile } from "../../profile/profile.ts";
 import { processNames } from "../../profile/process_names.ts";
+import { type KindColour, runtimeFrameKinds } from "../../profile/frame_kinds.ts";
 
 /** A frame kind, plus `"process"` for the pseudo frames that stand for processes. */
 export type FlamegraphKind = FrameKind | "process";
+
+/** How the page draws a frame kind: its colours, and what the legend calls it. */
+export interface KindStyle extends KindColour {
+  label: string;
+}
 
 /** What one series (a profile) of the page is. */
 export interface FlamegraphSeries {
@@ -54,6 +60,8 @@ export interface FlamegraphData {
   series: FlamegraphSeries[];
   strings: string[];
   kinds: FlamegraphKind[];
+  /** The colours and label of each runtime's kind in `kinds`, as its descriptor gives them. */
+  kindStyles: Record<string, KindStyle>;
   /**
    * Frames as triples `[nameString, kindIndex, detail]`, in name order (then kind, then detail). `detail`
    * is a file name string (the source file, else the mapping's file; -1 when unknown) for code frames,
@@ -317,6 +325,10 @@ class DataBuilder {
       })),
       strings,
       kinds: kindNames,
+      kindStyles: Object.fromEntries(
+        runtimeFrameKinds().filter((kind) => kindNames.includes(kind.name))
+          .map(({ name, label, colour }) => [name, { label, ...colour }]),
+      ),
       frames,
       nodeParentDistance,
       nodeFrame,

@@ -33,6 +33,7 @@
  * @property {SeriesInfo[]} series
  * @property {string[]} strings
  * @property {string[]} kinds
+ * @property {Record<string, KindStyle>} [kindStyles] the runtimes' kinds' colours and labels
  * @property {number[]} frames
  * @property {number[]} nodeParentDistance
  * @property {number[]} nodeFrame
@@ -88,6 +89,7 @@ export function decodeData(data) {
   ) {
     throw new RangeError("Cannot read the profile data: table lengths disagree");
   }
+  addKindStyles(data.kindStyles ?? {});
   const model = {
     mode: data.mode,
     title: data.title,
@@ -627,23 +629,37 @@ export function functionTable(model, tree, counts) {
   return rows;
 }
 
-/** The hue range, saturation and lightness of each frame kind, and the legend's label. */
-const KIND_STYLE =
-  /** @type {Record<string, {hue: number, spread: number, sat: number, light: number, label: string}>} */ ({
-    native: { hue: 8, spread: 38, sat: 78, light: 62, label: "native" },
-    kernel: { hue: 204, spread: 22, sat: 62, light: 64, label: "kernel" },
-    python: { hue: 100, spread: 28, sat: 52, light: 56, label: "Python" },
-    php: { hue: 72, spread: 16, sat: 55, light: 55, label: "PHP" },
-    phpjit: { hue: 72, spread: 16, sat: 70, light: 45, label: "PHP JIT" },
-    hotspot: { hue: 140, spread: 22, sat: 48, light: 52, label: "JVM" },
-    ruby: { hue: 322, spread: 18, sat: 55, light: 64, label: "Ruby" },
-    perl: { hue: 262, spread: 18, sat: 45, light: 68, label: "Perl" },
-    v8: { hue: 166, spread: 18, sat: 50, light: 50, label: "V8 / JavaScript" },
-    dotnet: { hue: 286, spread: 16, sat: 45, light: 64, label: ".NET" },
-    unknown: { hue: 0, spread: 0, sat: 0, light: 72, label: "unknown" },
-    error: { hue: 0, spread: 0, sat: 0, light: 58, label: "unwinding error" },
-    process: { hue: 222, spread: 0, sat: 14, light: 78, label: "process" },
-  });
+/**
+ * The hue range, saturation and lightness of a frame kind, and the legend's label.
+ * @typedef {object} KindStyle
+ * @property {number} hue
+ * @property {number} spread
+ * @property {number} sat
+ * @property {number} light
+ * @property {string} label
+ */
+
+/**
+ * The style of each frame kind: the profiler's own here, the runtimes' from the page data (their
+ * descriptors describe them), added by {@linkcode addKindStyles}.
+ */
+const KIND_STYLE = /** @type {Record<string, KindStyle>} */ ({
+  native: { hue: 8, spread: 38, sat: 78, light: 62, label: "native" },
+  kernel: { hue: 204, spread: 22, sat: 62, light: 64, label: "kernel" },
+  unknown: { hue: 0, spread: 0, sat: 0, light: 72, label: "unknown" },
+  error: { hue: 0, spread: 0, sat: 0, light: 58, label: "unwinding error" },
+  process: { hue: 222, spread: 0, sat: 14, light: 78, label: "process" },
+});
+
+/**
+ * Adds the styles of kinds the page data describes; a kind of the profiler's own keeps its style.
+ * @param {Record<string, KindStyle>} styles
+ */
+export function addKindStyles(styles) {
+  for (const [kind, style] of Object.entries(styles)) {
+    if (!Object.hasOwn(KIND_STYLE, kind)) KIND_STYLE[kind] = style;
+  }
+}
 
 /**
  * The legend label of a frame kind.

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Profile, ProfileLocation } from "../../profile/profile.ts";
 import { diffFlamegraphData, flamegraphData } from "./flamegraph_data.ts";
+import { runtimeFrameKinds } from "../../profile/frame_kinds.ts";
 import {
   buildViewTree,
   countTree,
@@ -8,6 +9,7 @@ import {
   diffColor,
   frameColor,
   functionTable,
+  kindLabel,
   layoutTree,
   matchFrames,
   type Model,
@@ -226,4 +228,41 @@ Deno.test("frameColor() is stable per name and kind; diffColor() is red for grow
     "0%",
     "<0.01%",
   ]);
+});
+
+Deno.test("a runtime's frames get the label and colours its descriptor gives, through the page's data", () => {
+  const runtimes = runtimeFrameKinds();
+  assert.ok(runtimes.length > 0, "no runtime in the list");
+  for (const runtime of runtimes) {
+    const profile: Profile = {
+      startTimeNs: 0,
+      durationNs: 1e9,
+      periodNs: 1e7,
+      mappings: [],
+      locations: [{
+        kind: runtime.name,
+        mapping: -1,
+        address: 0,
+        functionName: "run",
+        sourceFile: "",
+        line: 0,
+      }],
+      samples: [{ locations: [0], count: 1, pid: 7, tid: 7, comm: "app" }],
+    };
+    const data = flamegraphData(profile);
+    assert.deepEqual(Object.keys(data.kindStyles), [runtime.name], "only the kinds the page shows");
+    decodeData(data);
+    assert.equal(kindLabel(runtime.name), runtime.label);
+    const [, hue, sat, light] = /^hsl\(([\d.]+) ([\d.]+)% ([\d.]+)%\)$/.exec(frameColor(runtime.name, "run"))!
+      .map(Number);
+    const { colour } = runtime;
+    assert.ok(
+      hue! >= colour.hue && hue! <= colour.hue + colour.spread,
+      `hue ${hue} of ${JSON.stringify(colour)}`,
+    );
+    assert.equal(sat, colour.sat);
+    assert.ok(Math.abs(light! - colour.light) <= 4, `lightness ${light} of ${JSON.stringify(colour)}`);
+  }
+  const native = flamegraphData(profileOf(["app/10/12: main 1"]));
+  assert.deepEqual(native.kindStyles, {}, "no runtime's style on a page without its frames");
 });

@@ -787,21 +787,11 @@ export function startPage() {
     legend.append(element("span", "legend-title", "Frames:"));
     const present = new Set();
     for (let f = 0; f < model.frameKind.length; f++) present.add(model.frameKind[f]);
-    const order = [
-      "kernel",
-      "native",
-      "python",
-      "php",
-      "phpjit",
-      "hotspot",
-      "ruby",
-      "perl",
-      "v8",
-      "dotnet",
-      "unknown",
-      "error",
-      "process",
-    ];
+    // The profiler's own kinds around the runtimes' (in the order the data lists them).
+    const last = ["unknown", "error", "process"];
+    const first = ["kernel", "native"];
+    const runtimes = model.kinds.filter((kind) => !first.includes(kind) && !last.includes(kind));
+    const order = [...first, ...runtimes, ...last];
     for (const kind of order) {
       const index = model.kinds.indexOf(kind);
       if (index < 0 || !present.has(index)) continue;

@@ -1,0 +1,63 @@
+/**
+ * The frame kinds: the profiler's own (`kernel`, `native`, `unknown`, `error`) and one per runtime of the
+ * runtime list, each described by its runtime (lib/interpreter/runtimes.ts): the BPF marker of its frames
+ * and the names and colours outputs give it. Output code asks here instead of naming any runtime.
+ *
+ * @example
+ * ```ts
+ * import { frameKindOf, runtimeFrameKinds } from "./frame_kinds.ts";
+ * import { FrameMarker } from "../../support/types.ts";
+ * frameKindOf(FrameMarker.Kernel); // "kernel"
+ * for (const kind of runtimeFrameKinds()) console.log(kind.name, kind.pprofMappingName);
+ * ```
+ *
+ * @module
+ */
+import { FrameMarker } from "../../support/types.ts";
+import { RUNTIMES } from "../interpreter/runtimes.ts";
+import type { FrameKind } from "./profile.ts";
+
+/** The colours of a frame kind in the HTML page: `hsl(hue + spread * x, sat%, light%)`, x per function. */
+export interface KindColour {
+  readonly hue: number;
+  readonly spread: number;
+  readonly sat: number;
+  readonly light: number;
+}
+
+/** What a runtime's frames are, as BPF marks them and as outputs name them. */
+export interface RuntimeFrameKind {
+  /** The `enum frame_marker` value its BPF unwinder gives its frames (declared in bpf/<name>_tracer.h). */
+  readonly marker: number;
+  /** The pseudo mapping's file name that marks its frames in a pprof file, e.g. `[ruby]`. */
+  readonly pprofMappingName: string;
+  /** Its OTLP `profile.frame.type`: the semantic conventions' well-known value where one applies. */
+  readonly otlpFrameType: string;
+  /** What the HTML page calls it. */
+  readonly label: string;
+  /** Its colours in the HTML page. */
+  readonly colour: KindColour;
+}
+
+/** A runtime's frame kind and its name (the runtime's name). */
+export interface NamedRuntimeFrameKind extends RuntimeFrameKind {
+  readonly name: FrameKind;
+}
+
+const OWN_KINDS = new Map<number, FrameKind>([
+  [FrameMarker.Kernel, "kernel"],
+  [FrameMarker.Native, "native"],
+]);
+
+/** The frame kind of every runtime of the runtime list, in its order. */
+export function runtimeFrameKinds(): NamedRuntimeFrameKind[] {
+  // Read at call time: modules of the runtimes may import modules that import this one.
+  return RUNTIMES.map((runtime) => ({ name: runtime.name, ...runtime.frameKind }));
+}
+
+/** The kind of a frame the BPF unwinders marked with `marker` (a FrameMarker or a runtime's marker). */
+export function frameKindOf(marker: number): FrameKind {
+  const own = OWN_KINDS.get(marker);
+  if (own !== undefined) return own;
+  return RUNTIMES.find((runtime) => runtime.frameKind.marker === marker)?.name ?? "unknown";
+}

@@ -1,0 +1,307 @@
+import assert from "node:assert/strict";
+import { JitDump, JitDumpFormatError, type JitDumpSource, parseJitDumpHeader } from "./jitdump.ts";
+
+// Dumps are built here field by field from perf's jitdump specification
+// (tools/perf/Documentation/jitdump-specification.txt), not with the code under test.
+
+const encoder = new TextEncoder();
+
+/** Bytes written the way a writer with byte order `little` writes them. */
+class Writer {
+  #bytes: number[] = [];
+  constructor(readonly little = true) {}
+
+  u32(value: number): this {
+    const view = new DataView(new ArrayBuffer(4));
+    view.setUint32(0, value, this.little);
+    this.#bytes.push(...new Uint8Array(view.buffer));
+    return this;
+  }
+
+  u64(value: number | bigint): this {
+    const view = new DataView(new ArrayBuffer(8));
+    view.setBigUint64(0, BigInt(value), this.little);
+    this.#bytes.push(...new Uint8Array(view.buffer));
+    return this;
+  }
+
+  string(text: string): this {
+    this.#bytes.push(...encoder.encode(text), 0);
+    return this;
+  }
+
+  raw(bytes: ArrayLike<number>): this {
+    this.#bytes.push(...Array.from(bytes));
+    return this;
+  }
+
+  get bytes(): Uint8Array {
+    return new Uint8Array(this.#bytes);
+  }
+}
+
+/** The file header: magic, version, total_size, elf_mach, pad1, pid, timestamp, flags. */
+function header(little = true, fields: { magic?: number; version?: number; size?: number } = {}): Uint8Array {
+  return new Writer(little).u32(fields.magic ?? 0x4a695444).u32(fields.version ?? 1).u32(fields.size ?? 40)
+    .u32(62).u32(0).u32(4242).u64(123456789n).u64(0n).bytes;
+}
+
+/** A record: id, total_size, timestamp, then `body`. */
+function record(id: number, body: Uint8Array, little = true, timestamp = 1000): Uint8Array {
+  return new Writer(little).u32(id).u32(16 + body.length).u64(timestamp).raw(body).bytes;
+}
+
+/** JIT_CODE_LOAD: pid, tid, vma, code_addr, code_size, code_index, name, then the code itself. */
+function load(address: number, size: number, name: string, index: number, little = true): Uint8Array {
+  const body = new Writer(little).u32(4242).u32(4243).u64(address).u64(address).u64(size).u64(index)
+    .string(name).raw(new Uint8Array(size).fill(0xcc)).bytes;
+  return record(0, body, little);
+}
+
+/** JIT_CODE_MOVE: pid, tid, vma, old_code_addr, new_code_addr, code_size, code_index. */
+function move(from: number, to: number, size: number, index: number): Uint8Array {
+  return record(1, new Writer().u32(4242).u32(4243).u64(to).u64(from).u64(to).u64(size).u64(index).bytes);
+}
+
+/** JIT_CODE_DEBUG_INFO: code_addr, nr_entry, then per entry addr, line, discrim, file name ("\xff" = same). */
+function debugInfo(address: number, entries: { address: number; line: number; file: string | null }[]) {
+  const writer = new Writer().u64(address).u64(entries.length);
+  for (const entry of entries) {
+    writer.u64(entry.address).u32(entry.line).u32(0);
+    if (entry.file === null) writer.raw([0xff, 0]);
+    else writer.string(entry.file);
+  }
+  return record(2, writer.bytes);
+}
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/** A file that its writer appends to: `visible` bytes of `bytes` can be read. */
+class GrowingFile implements JitDumpSource {
+  readonly name = "jit-4242.dump";
+  visible: number;
+  closed = false;
+  constructor(public bytes: Uint8Array, visible = bytes.length) {
+    this.visible = visible;
+  }
+  size(): number {
+    return this.visible;
+  }
+  readInto(offset: number, buffer: Uint8Array): number {
+    const part = this.bytes.subarray(offset, Math.min(this.visible, offset + buffer.length));
+    buffer.set(part);
+    return part.length;
+  }
+  close(): void {
+    this.closed = true;
+  }
+}
+
+function dumpOf(bytes: Uint8Array, options = {}): { dump: JitDump; file: GrowingFile } {
+  const file = new GrowingFile(bytes);
+  const dump = new JitDump({ refreshIntervalMs: 0, ...options });
+  dump.follow(() => file);
+  return { dump, file };
+}
+
+Deno.test("JitDump names code by its loads, start inclusive, end exclusive, the code itself skipped", () => {
+  const { dump } = dumpOf(concat(
+    header(),
+    load(0x7f0000001000, 0x100, "work", 1),
+    record(4, new Writer().u64(8).u64(0).u64(8).raw(new Uint8Array(8)).bytes), // unwinding info
+    load(0x7f0000003000, 0x40, "main", 2),
+  ));
+  assert.deepEqual(dump.lookup(0x7f0000001000), { functionName: "work", sourceFile: "", line: 0 });
+  assert.equal(dump.lookup(0x7f00000010ff)?.functionName, "work");
+  assert.equal(dump.lookup(0x7f0000001100), null);
+  assert.equal(dump.lookup(0x7f0000000fff), null);
+  assert.equal(dump.lookup(0x7f000000303f)?.functionName, "main");
+  const stats = dump.stats;
+  assert.equal(stats.loads, 2);
+  assert.equal(stats.rejected, null);
+  assert.equal(stats.truncated, false);
+});
+
+Deno.test("JitDump gives the source file and line of the last line entry at or before the address", () => {
+  const code = 0x7f0000010000;
+  const { dump } = dumpOf(concat(
+    header(),
+    debugInfo(code, [
+      { address: code, line: 10, file: "/app/a.js" },
+      { address: code + 0x20, line: 11, file: null }, // "same file as before"
+      { address: code + 0x50, line: 30, file: "/app/b.js" },
+    ]),
+    load(code, 0x80, "compute", 1),
+  ));
+  assert.deepEqual(dump.lookup(code), { functionName: "compute", sourceFile: "/app/a.js", line: 10 });
+  assert.deepEqual(dump.lookup(code + 0x1f), { functionName: "compute", sourceFile: "/app/a.js", line: 10 });
+  assert.deepEqual(dump.lookup(code + 0x20), { functionName: "compute", sourceFile: "/app/a.js", line: 11 });
+  assert.deepEqual(dump.lookup(code + 0x7f), { functionName: "compute", sourceFile: "/app/b.js", line: 30 });
+  assert.equal(dump.stats.lineEntries, 3);
+});
+
+Deno.test("JitDump takes V8's 0x40 off the addresses of its line entries", () => {
+  const code = 0x7f0000020000;
+  const { dump } = dumpOf(concat(
+    header(),
+    load(0x18c4000, 0x300, "Builtin:DeoptimizationEntry_Eager", 0),
+    // V8 says code_start + pc_offset + 0x40 for pc_offsets 0 and 0x30.
+    debugInfo(code, [
+      { address: code + 0x40, line: 3, file: "/app/main.js" },
+      { address: code + 0x70, line: 4, file: "/app/main.js" },
+    ]),
+    load(code, 0x100, "JS:*work /app/main.js:3:15", 1),
+  ));
+  assert.equal(dump.lookup(code + 0x2f)?.line, 3);
+  assert.equal(dump.lookup(code + 0x30)?.line, 4);
+  assert.equal(dump.lookup(0x18c4010)?.functionName, "Builtin:DeoptimizationEntry_Eager");
+});
+
+Deno.test("JitDump leaves a partial header or trailing record for the next read, then reads it", () => {
+  const first = load(0x7f0000001000, 0x100, "first", 1);
+  const second = load(0x7f0000002000, 0x100, "second", 2);
+  const bytes = concat(header(), first, second);
+  const file = new GrowingFile(bytes, 20); // half a header
+  const dump = new JitDump({ refreshIntervalMs: 0 });
+  dump.follow(() => file);
+  assert.equal(dump.lookup(0x7f0000001000), null);
+  assert.equal(dump.stats.rejected, null);
+  // The header, the first record and part of the second (its prefix and name, not its code).
+  file.visible = 40 + first.length + 70;
+  dump.refresh();
+  assert.equal(dump.lookup(0x7f0000001000)?.functionName, "first");
+  assert.equal(dump.lookup(0x7f0000002000), null);
+  assert.equal(dump.stats.bytesRead, 40 + first.length);
+  file.visible = bytes.length;
+  // A miss reads what was added.
+  assert.equal(dump.frame(0x7f0000002000)?.functionName, "second");
+  assert.equal(dump.stats.bytesRead, bytes.length);
+  dump.finish();
+  assert.equal(file.closed, true);
+  assert.equal(dump.lookup(0x7f0000002000)?.functionName, "second", "names stay after finish");
+});
+
+Deno.test("JitDump moves code with its lines: the old range names nothing, the new one the function", () => {
+  const from = 0x7f0000030000;
+  const to = 0x7f0000050000;
+  const { dump } = dumpOf(concat(
+    header(),
+    debugInfo(from, [{ address: from, line: 7, file: "/app/m.js" }, {
+      address: from + 8,
+      line: 8,
+      file: null,
+    }]),
+    load(from, 0x20, "moved", 1),
+    move(from, to, 0x20, 1),
+  ));
+  assert.equal(dump.lookup(from), null);
+  assert.deepEqual(dump.lookup(to + 9), { functionName: "moved", sourceFile: "/app/m.js", line: 8 });
+  assert.equal(dump.stats.moves, 1);
+  // A move of code no load put there changes nothing.
+  const other = dumpOf(concat(header(), load(from, 0x20, "kept", 1), move(from + 4, to, 0x20, 2))).dump;
+  assert.equal(other.lookup(from + 4)?.functionName, "kept");
+  assert.equal(other.lookup(to), null);
+  assert.equal(other.stats.moves, 0);
+});
+
+Deno.test("JitDump: a later load of the same address wins, and only where it covers", () => {
+  const code = 0x7f0000060000;
+  const { dump } = dumpOf(concat(
+    header(),
+    load(code, 0x100, "old", 1),
+    load(code, 0x40, "new", 2),
+  ));
+  assert.equal(dump.lookup(code + 0x3f)?.functionName, "new");
+  assert.equal(dump.lookup(code + 0x40)?.functionName, "old");
+});
+
+Deno.test("JitDump refuses what is not a version-1 jitdump with a message that says why", () => {
+  assert.throws(() => parseJitDumpHeader(header(true, { magic: 0x464c457f })), (error) => {
+    assert.ok(error instanceof JitDumpFormatError);
+    assert.match(error.message, /not a jitdump: the magic is 0x464c457f, not "JiTD"/);
+    return true;
+  });
+  assert.throws(
+    () => parseJitDumpHeader(header(true, { version: 2 })),
+    /jitdump version 2 is not supported \(only 1\)/,
+  );
+  assert.throws(() => parseJitDumpHeader(header(true, { size: 16 })), /says it has 16 bytes, fewer than 40/);
+
+  const { dump, file } = dumpOf(concat(header(true, { version: 7 }), load(0x1000, 0x10, "never", 1)));
+  assert.equal(dump.stats.rejected, "jitdump version 7 is not supported (only 1)");
+  assert.equal(dump.lookup(0x1000), null);
+  assert.equal(file.closed, true, "a rejected dump is let go");
+
+  // A record whose size cannot be right stops the reading after what came before it.
+  const bad = new Writer().u32(0).u32(8).u64(0).bytes;
+  const stopped = dumpOf(concat(header(), load(0x1000, 0x10, "before", 1), bad)).dump;
+  assert.equal(stopped.lookup(0x1000)?.functionName, "before");
+  assert.match(stopped.stats.rejected ?? "", /record at offset \d+ says it has 8 bytes/);
+});
+
+Deno.test("JitDump reads a big-endian writer's dump", () => {
+  const { dump } = dumpOf(concat(header(false), load(0x7f0000001000, 0x10, "big", 1, false)));
+  assert.equal(dump.lookup(0x7f0000001008)?.functionName, "big");
+});
+
+Deno.test("JitDump stops at CODE_CLOSE, skips malformed loads and stops at its bounds", () => {
+  const closed = dumpOf(
+    concat(header(), load(0x1000, 0x10, "a", 1), record(3, new Uint8Array()), load(0x2000, 0x10, "b", 2)),
+  );
+  assert.equal(closed.dump.lookup(0x1000)?.functionName, "a");
+  assert.equal(closed.dump.lookup(0x2000), null);
+  assert.equal(closed.file.closed, true);
+
+  // A name without its NUL, and a load of no code.
+  const noEnd = record(
+    0,
+    new Writer().u32(1).u32(1).u64(0x3000).u64(0x3000).u64(0x10).u64(1).raw([0x61, 0x62]).bytes,
+  );
+  const malformed = dumpOf(
+    concat(header(), noEnd, load(0x4000, 0, "empty", 2), load(0x5000, 0x10, "good", 3)),
+  );
+  assert.equal(malformed.dump.stats.malformedRecords, 2);
+  assert.equal(malformed.dump.lookup(0x5000)?.functionName, "good");
+
+  const first = load(0x1000, 0x10, "a", 1);
+  const bounded = dumpOf(concat(header(), first, load(0x2000, 0x10, "b", 2)), {
+    maxBytes: 40 + first.length + 20,
+  });
+  assert.equal(bounded.dump.lookup(0x1000)?.functionName, "a");
+  assert.equal(bounded.dump.lookup(0x2000), null);
+  assert.equal(bounded.dump.stats.truncated, true);
+
+  const fewEntries = dumpOf(concat(header(), first, load(0x2000, 0x10, "b", 2)), { maxEntries: 1 });
+  assert.equal(fewEntries.dump.stats.loads, 1);
+  assert.equal(fewEntries.dump.stats.truncated, true);
+});
+
+Deno.test("JitDump never throws on damaged dumps", () => {
+  const intact = concat(
+    header(),
+    debugInfo(0x7f0000010000, [{ address: 0x7f0000010000, line: 1, file: "/a.js" }]),
+    load(0x7f0000010000, 0x40, "f", 1),
+    move(0x7f0000010000, 0x7f0000020000, 0x40, 1),
+  );
+  let seed = 11;
+  const random = (below: number) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % below;
+  };
+  for (let round = 0; round < 2000; round++) {
+    const bytes = intact.slice(0, 40 + random(intact.length - 39));
+    for (let i = 0; i < 1 + random(4); i++) bytes[random(bytes.length)] = random(256);
+    const { dump } = dumpOf(bytes);
+    for (let address = 0x7f000000fff0; address < 0x7f0000010050; address += 8) dump.lookup(address);
+    dump.lookup(0x7f0000020000);
+    dump.finish();
+  }
+});

@@ -218,7 +218,8 @@ export function parseJitDumpHeader(bytes: Uint8Array): JitDumpHeader {
 interface PendingLines {
   readonly addresses: number[];
   readonly lines: number[];
-  readonly files: number[];
+  /** A file name's index, or for a damaged name what is left of its base name (see #load). */
+  readonly files: (number | string)[];
 }
 
 /** The names and lines of a process's JIT code, read from its jitdump. */
@@ -471,7 +472,7 @@ export class JitDump implements Disposable {
       }
       first = this.#lineCount;
       count = pending.lines.length;
-      this.#addLines(pending, address + this.#lineBias);
+      this.#addLines(pending, address + this.#lineBias, this.#repairedFile(pending, name));
     }
     if (!this.#entry(address, address + size, nameId, first, count)) return;
     this.#loads++;
@@ -507,8 +508,23 @@ export class JitDump implements Disposable {
     return true;
   }
 
-  /** Keeps the line entries of one load, as offsets from `start`, sorted. */
-  #addLines(pending: PendingLines, start: number): void {
+  /**
+   * The file of the damaged names among `pending`'s, from the load's `name`: V8 names its code
+   * `TAG:NAME PATH:LINE:COLUMN`, and when the base name left of a damaged file name is PATH's, the file
+   * is PATH. Else the file is unknown (""): the lines stay.
+   */
+  #repairedFile(pending: PendingLines, name: string): number {
+    if (!pending.files.some((file) => typeof file === "string")) return -1;
+    const path = /^\S+ (\/.*):\d+:\d+$/.exec(name)?.[1] ?? "";
+    const base = path.slice(path.lastIndexOf("/") + 1);
+    const repaired = pending.files.every((file) =>
+      typeof file === "number" || (file !== "" && file === base)
+    );
+    return this.#fileId(repaired ? path : "");
+  }
+
+  /** Keeps the line entries of one load, as offsets from `start`, sorted; `repaired` is damaged names'. */
+  #addLines(pending: PendingLines, start: number, repaired: number): void {
     const count = pending.lines.length;
     const order = Array.from({ length: count }, (_, i) => i);
     order.sort((a, b) => pending.addresses[a]! - pending.addresses[b]! || a - b);
@@ -523,7 +539,8 @@ export class JitDump implements Disposable {
     for (const i of order) {
       this.#lineOffsets[this.#lineCount] = pending.addresses[i]! - start;
       this.#lineNumbers[this.#lineCount] = pending.lines[i]!;
-      this.#lineFiles[this.#lineCount] = pending.files[i]!;
+      const file = pending.files[i]!;
+      this.#lineFiles[this.#lineCount] = typeof file === "number" ? file : repaired;
       this.#lineCount++;
     }
   }
@@ -535,7 +552,7 @@ export class JitDump implements Disposable {
     const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
     const pending: PendingLines = { addresses: [], lines: [], files: [] };
     let at = DEBUG_FIXED;
-    let file = -1;
+    let file: number | string = -1;
     for (let i = 0; i < declared; i++) {
       if (at + LINE_ENTRY_FIXED + 1 > bytes.length) {
         this.#malformed++;
@@ -544,13 +561,15 @@ export class JitDump implements Disposable {
       const address = readU64(view, at, little);
       const line = view.getUint32(at + 8, little);
       const nameStart = at + LINE_ENTRY_FIXED;
-      const nameEnd = bytes.indexOf(0, nameStart);
+      const nameEnd = nameEndOf(view, nameStart, i === declared - 1, codeAddress, little);
       if (nameEnd < 0 || nameEnd - nameStart > MAX_NAME_BYTES) {
         this.#malformed++;
         return;
       }
-      if (!(nameEnd === nameStart + 1 && bytes[nameStart] === SAME_FILE && file >= 0)) {
-        file = this.#fileId(decoder.decode(bytes.subarray(nameStart, nameEnd)));
+      if (!(nameEnd === nameStart + 1 && bytes[nameStart] === SAME_FILE && file !== -1)) {
+        const name = bytes.subarray(nameStart, nameEnd);
+        const text = soundName(name);
+        file = text === null ? damagedBaseName(name) : this.#fileId(text);
       }
       pending.addresses.push(address);
       pending.lines.push(line);
@@ -606,6 +625,48 @@ export class JitDump implements Disposable {
     if (filled < length) throw new RangeError(`${source.name} ended at ${offset + filled} (it shrank?)`);
     return this.#window.subarray(0, length);
   }
+}
+
+/**
+ * Where the file name of a line entry starting at `start` ends (its NUL), or -1. The specification says
+ * at the first NUL, but V8 (Node 18 to 22 at least) writes some names from a buffer it has freed
+ * already, whose first 16 bytes the allocator overwrote, NULs included. So a NUL ends the name only when
+ * an entry can follow it: the next entry's address lies in the 4 GiB from the code's, or for the last
+ * entry, nothing but padding (NULs) follows. Without such a NUL, the first one.
+ */
+function nameEndOf(view: DataView, start: number, last: boolean, code: number, little: boolean): number {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  const first = bytes.indexOf(0, start);
+  for (let end = first; end >= 0; end = bytes.indexOf(0, end + 1)) {
+    if (last) {
+      let rest = end + 1;
+      while (rest < bytes.length && bytes[rest] === 0) rest++;
+      if (rest === bytes.length) return end;
+    } else if (end + 1 + LINE_ENTRY_FIXED <= bytes.length) {
+      const next = readU64(view, end + 1, little);
+      if (next >= code && next - code < 2 ** 32) return end;
+    }
+  }
+  return first;
+}
+
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
+/** A file name as text, or null when it is damaged: not UTF-8, or holding control characters. */
+function soundName(bytes: Uint8Array): string | null {
+  if (bytes.some((byte) => byte < 0x20 || byte === 0x7f)) return null;
+  try {
+    return strictDecoder.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+/** What follows the last "/" of a damaged name, when that part is sound; else "". */
+function damagedBaseName(bytes: Uint8Array): string {
+  const slash = bytes.lastIndexOf(0x2f);
+  if (slash < 0) return "";
+  return soundName(bytes.subarray(slash + 1)) ?? "";
 }
 
 /** A u64 field as a number (exact below 2^53; larger values are beyond every bound here). */

@@ -71,6 +71,40 @@ Deno.test("JitDump takes V8's 0x40 off the addresses of its line entries", () =>
   assert.equal(dump.lookup(0x18c4010)?.functionName, "Builtin:DeoptimizationEntry_Eager");
 });
 
+Deno.test("JitDump reads V8's file names damaged by its freed buffer, and takes the path from the code's name", () => {
+  // What Node 20 writes for a script path held in a V8 cons string: its first 16 bytes overwritten by
+  // the allocator (a free-list pointer with NULs, then a key), the rest intact, then the NUL.
+  const garbage = [0x38, 0xf9, 0xd9, 0x26, 0, 0, 0, 0, 0x6b, 0x2d, 0x61, 0x93, 0x9d, 0xa7, 0xd8, 0xe9];
+  const damaged = new Uint8Array([...garbage, ...new TextEncoder().encode("/main.js")]); // of /srv/project/app/main.js
+  const code = 0x7f0000020000;
+  const other = 0x7f0000030000;
+  const { dump } = dumpOf(concat(
+    header(),
+    load(0x18c4000, 0x300, "Builtin:DeoptimizationEntry_Eager", 0),
+    debugInfo(code, [
+      { address: code + 0x40, line: 3, file: damaged },
+      { address: code + 0x60, line: 4, file: damaged },
+      { address: code + 0x70, line: 5, file: damaged },
+    ]),
+    load(code, 0x100, "JS:*work /srv/project/app/main.js:3:15", 1),
+    // A damaged name whose base is not the code's script's: the file is unknown, the lines stay.
+    debugInfo(other, [{ address: other + 0x40, line: 8, file: damaged }]),
+    load(other, 0x100, "JS:*elsewhere /srv/project/app/other.js:8:1", 2),
+  ));
+  const path = "/srv/project/app/main.js";
+  const name = "JS:*work /srv/project/app/main.js:3:15";
+  assert.deepEqual(dump.lookup(code + 0x10), { functionName: name, sourceFile: path, line: 3 });
+  assert.deepEqual(dump.lookup(code + 0x20), { functionName: name, sourceFile: path, line: 4 });
+  assert.deepEqual(dump.lookup(code + 0x30), { functionName: name, sourceFile: path, line: 5 });
+  assert.deepEqual(dump.lookup(other), {
+    functionName: "JS:*elsewhere /srv/project/app/other.js:8:1",
+    sourceFile: "",
+    line: 8,
+  });
+  assert.equal(dump.stats.lineEntries, 4);
+  assert.equal(dump.stats.malformedRecords, 0);
+});
+
 Deno.test("JitDump leaves a partial header or trailing record for the next read, then reads it", () => {
   const first = load(0x7f0000001000, 0x100, "first", 1);
   const second = load(0x7f0000002000, 0x100, "second", 2);

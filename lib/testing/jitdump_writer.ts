@@ -76,16 +76,20 @@ export function move(from: number, to: number, size: number, index: number): Uin
   return record(1, new Writer().u32(4242).u32(4243).u64(to).u64(from).u64(to).u64(size).u64(index).bytes);
 }
 
-/** JIT_CODE_DEBUG_INFO: code_addr, nr_entry, then per entry addr, line, discrim, file name ("\xff" = same). */
+/**
+ * JIT_CODE_DEBUG_INFO: code_addr, nr_entry, then per entry addr, line, discrim, file name ("\xff" =
+ * same; bytes are written as they are, then a NUL).
+ */
 export function debugInfo(
   address: number,
-  entries: { address: number; line: number; file: string | null }[],
+  entries: { address: number; line: number; file: string | null | Uint8Array }[],
 ): Uint8Array {
   const writer = new Writer().u64(address).u64(entries.length);
   for (const entry of entries) {
     writer.u64(entry.address).u32(entry.line).u32(0);
     if (entry.file === null) writer.raw([0xff, 0]);
-    else writer.string(entry.file);
+    else if (typeof entry.file === "string") writer.string(entry.file);
+    else writer.raw([...entry.file, 0]);
   }
   return record(2, writer.bytes);
 }

@@ -21,7 +21,11 @@
  *
  * V8 writes the addresses of its line entries 0x40 bytes (the size of an ELF header, where perf's first
  * jitdump reader put the code) past the instruction they belong to: a dump whose first load carries one
- * of V8's tags (`Builtin:`, `JS:`, ...) has that taken off.
+ * of V8's tags (`Builtin:`, `JS:`, ...) has that taken off. V8 (Node 18 to 22 at least) also writes some
+ * file names from a buffer it has already freed, the first 16 bytes overwritten (NULs included): a NUL
+ * ends a file name only where the next entry can start, and a damaged name is replaced by the path in the
+ * code's name (`JS:*work /app/main.js:3:15`) when what is left of its base name agrees, else left unknown
+ * ("") with its lines kept.
  *
  * The file is written while the process runs: it is read from where the last read stopped, complete
  * records only (the writer may be in the middle of one), when a lookup misses and at most every

@@ -21,7 +21,7 @@
  *
  * V8 writes the addresses of its line entries 0x40 bytes (the size of an ELF header, where perf's first
  * jitdump reader put the code) past the instruction they belong to: a dump whose first load carries one
- * of V8's tags (`Builtin:`, `JS:`, ...) has that taken off. V8 (Node 18 to 22 at least) also writes some
+ * of V8's tags (`Builtin:`, `JS:`, ...) has that taken off. V8 (Node 20's, at least) also writes some
  * file names from a buffer it has already freed, the first 16 bytes overwritten (NULs included): a NUL
  * ends a file name only where the next entry can start, and a damaged name is replaced by the path in the
  * code's name (`JS:*work /app/main.js:3:15`) when what is left of its base name agrees, else left unknown
@@ -633,7 +633,7 @@ export class JitDump implements Disposable {
 
 /**
  * Where the file name of a line entry starting at `start` ends (its NUL), or -1. The specification says
- * at the first NUL, but V8 (Node 18 to 22 at least) writes some names from a buffer it has freed
+ * at the first NUL, but V8 (Node 20's, at least) writes some names from a buffer it has freed
  * already, whose first 16 bytes the allocator overwrote, NULs included. So a NUL ends the name only when
  * an entry can follow it: the next entry's address lies in the 4 GiB from the code's, or for the last
  * entry, nothing but padding (NULs) follows. Without such a NUL, the first one.

@@ -167,6 +167,7 @@ const SAME_FILE = 0xff;
 /** Line entries waiting for their CODE_LOAD: most kept (a writer puts them right before it). */
 const MAX_PENDING_DEBUG = 256;
 const decoder = new TextDecoder();
+const NO_BYTES = new Uint8Array(0);
 const logger = getLogger(["omniprof", "symbolize"]);
 
 /** A source over an open regular file (which it closes with itself). */
@@ -262,7 +263,7 @@ export class JitDump implements Disposable {
   /** The file offset up to which records are parsed. */
   #offset = 0;
   // The bytes last read: [#windowStart, #windowStart + #windowLength) of the file.
-  #window = new Uint8Array(0);
+  #window = NO_BYTES;
   #windowStart = 0;
   #windowLength = 0;
   #checkedAt = -Infinity;
@@ -311,6 +312,10 @@ export class JitDump implements Disposable {
       // A file that cannot be read on (an I/O error): what was read so far stays.
       logger.debug("Cannot read on in {path}: {error}", { path: this.#source?.name, error: String(error) });
       this.close();
+    } finally {
+      // The window is needed while reading only: many processes may each have a dump open.
+      this.#window = NO_BYTES;
+      this.#windowLength = 0;
     }
     if (this.#rejected !== null || this.#truncated || this.#closed) this.close();
   }
@@ -335,8 +340,6 @@ export class JitDump implements Disposable {
     this.#opener = null;
     this.#source?.close();
     this.#source = null;
-    this.#window = new Uint8Array(0);
-    this.#windowLength = 0;
   }
 
   [Symbol.dispose](): void {

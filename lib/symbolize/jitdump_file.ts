@@ -3,10 +3,10 @@
  * namespace. A runtime writes it where it likes (V8 in its working directory, .NET and JVM agents in
  * `/tmp`) and maps it executable so that perf, which watches mappings, finds it: the file is looked for
  * among the process's mappings (`/proc/PID/maps`) first, then as `/tmp/jit-PID.dump` and
- * `/tmp/perf-PID.dump`. Paths are the process's, resolved in its root, and each file is checked as a perf
+ * `/tmp/perf-PID.dump`. The paths of `/proc/PID/maps` are the process's (a process in a container shows
+ * its container's), so every path is resolved in the process's root, and each file is checked as a perf
  * map is ({@linkcode openProcessOwnFile}: no link as the last part, a regular file only, the process's
- * user's or root's, one name): a folder anyone writes to may hold a planted one. A process in a container
- * whose maps name its dump by a path that only the host sees is found by the `/tmp` names only.
+ * user's or root's, one name): a folder anyone writes to may hold a planted one.
  *
  * @example
  * ```ts ignore

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { ProcMapping } from "../process/proc_maps.ts";
-import { programs, requiring } from "../testing/requirements.ts";
+import { privateMountNamespaces } from "../testing/mount_namespaces.ts";
+import { bootstrapped, programs, requiring } from "../testing/requirements.ts";
 import type { Address, Pid } from "../types.ts";
 import { jitDumpPaths, openJitDumpFile } from "./jitdump_file.ts";
 
@@ -114,4 +115,65 @@ Deno.test(requiring([programs("node")], {
       Deno.removeSync(dir, { recursive: true });
     }
   },
+}));
+
+const asRoot = bootstrapped(Deno.uid() !== 0 ? "needs root (namespaces)" : null);
+
+Deno.test(requiring([asRoot, privateMountNamespaces(), programs("unshare", "node")], {
+  name:
+    "openJitDumpFile() opens the dump a node in its own PID and mount namespace maps from a folder only it sees",
+  fn: async () => {
+    // PID 1 in its namespace, its working directory a tmpfs of its own: jit-1.dump is there.
+    const script = "mount -t tmpfs omniprof-test /mnt && cd /mnt && exec node --perf-prof -e " +
+      `"require('fs').writeFileSync('/mnt/ready', ''); setInterval(() => {}, 1000)"`;
+    const unshare = new Deno.Command("unshare", {
+      // --kill-child: node, PID 1 of the namespace, goes with unshare (it would run on).
+      args: ["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "sh", "-c", script],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    // What the process would find in /tmp if the mapped path were not resolved in its root.
+    const decoy = "/tmp/jit-1.dump";
+    let planted = false;
+    try {
+      let pid = 0;
+      for (let waited = 0; pid === 0 && waited < 20_000; waited += 20) {
+        try {
+          const children = Deno.readTextFileSync(`/proc/${unshare.pid}/task/${unshare.pid}/children`).trim();
+          if (children !== "") {
+            const candidate = Number(children.split(" ")[0]);
+            Deno.statSync(`/proc/${candidate}/root/mnt/ready`);
+            pid = candidate;
+          }
+        } catch {
+          // not yet
+        }
+        if (pid === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(pid > 0, "the namespace's node started");
+      assert.ok(
+        Deno.readTextFileSync(`/proc/${pid}/maps`).includes(" /mnt/jit-1.dump"),
+        "maps show its path",
+      );
+      try {
+        Deno.statSync(decoy);
+      } catch {
+        Deno.writeTextFileSync(decoy, "decoy");
+        planted = true;
+      }
+      const opening = openJitDumpFile(pid as Pid);
+      assert.equal(opening.kind, "opened", JSON.stringify(opening));
+      if (opening.kind === "opened") {
+        assert.ok(opening.file.name.endsWith("/mnt/jit-1.dump"), opening.file.name);
+        assert.equal(new TextDecoder().decode(opening.file.read(0, 4)), "DTiJ");
+        opening.file.close();
+      }
+    } finally {
+      unshare.kill("SIGKILL");
+      await unshare.status;
+      if (planted) Deno.removeSync(decoy);
+    }
+  },
+  sanitizeResources: false,
+  sanitizeOps: false,
 }));

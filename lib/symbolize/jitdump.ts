@@ -489,6 +489,8 @@ export class JitDump implements Disposable {
     const old = this.#ranges.lookup(from);
     if (old < 0 || this.#ranges.startOf(old) !== from || size <= 0 || to + size > MAX_ADDRESS) return;
     const nameId = this.#nameOf[old]!;
+    // Code moved away already: nothing is there to move.
+    if (nameId === NOTHING) return;
     const first = this.#linesFirst[old]!;
     const count = this.#linesCount[old]!;
     if (!this.#entry(from, from + size, NOTHING, 0, 0)) return;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { below, garbage, mutate, pick, registerFuzzTest } from "../testing/fuzz.ts";
 import {
   concat,
   debugInfo,
@@ -150,6 +151,19 @@ Deno.test("JitDump moves code with its lines: the old range names nothing, the n
   assert.equal(other.lookup(from + 4)?.functionName, "kept");
   assert.equal(other.lookup(to), null);
   assert.equal(other.stats.moves, 0);
+  // Code moved away already moves no more: the second move neither names its target nor hides the load
+  // made beside the old place since.
+  const twice = dumpOf(concat(
+    header(),
+    load(from, 0x20, "once", 1),
+    move(from, to, 0x20, 1),
+    load(from + 0x20, 0x20, "beside", 2),
+    move(from, to + 0x1000, 0x40, 1),
+  )).dump;
+  assert.equal(twice.lookup(to)?.functionName, "once");
+  assert.equal(twice.lookup(to + 0x1000), null);
+  assert.equal(twice.lookup(from + 0x20)?.functionName, "beside");
+  assert.equal(twice.stats.moves, 1);
 });
 
 Deno.test("JitDump: a later load of the same address wins, and only where it covers", () => {
@@ -224,24 +238,91 @@ Deno.test("JitDump stops at CODE_CLOSE, skips malformed loads and stops at its b
   assert.equal(fewEntries.dump.stats.truncated, true);
 });
 
-Deno.test("JitDump never throws on damaged dumps", () => {
-  const intact = concat(
-    header(),
-    debugInfo(0x7f0000010000, [{ address: 0x7f0000010000, line: 1, file: "/a.js" }]),
-    load(0x7f0000010000, 0x40, "f", 1),
-    move(0x7f0000010000, 0x7f0000020000, 0x40, 1),
-  );
-  let seed = 11;
-  const random = (below: number) => {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    return seed % below;
-  };
-  for (let round = 0; round < 2000; round++) {
-    const bytes = intact.slice(0, 40 + random(intact.length - 39));
-    for (let i = 0; i < 1 + random(4); i++) bytes[random(bytes.length)] = random(256);
-    const { dump } = dumpOf(bytes);
-    for (let address = 0x7f000000fff0; address < 0x7f0000010050; address += 8) dump.lookup(address);
-    dump.lookup(0x7f0000020000);
-    dump.finish();
+/** What a lookup must give after a dump's loads and moves: the latest range covering the address. */
+interface ModelRange {
+  start: number;
+  end: number;
+  name: string | null;
+}
+
+function modelName(ranges: readonly ModelRange[], address: number): string | null | undefined {
+  for (let i = ranges.length - 1; i >= 0; i--) {
+    const range = ranges[i]!;
+    if (address >= range.start && address < range.end) return range.name;
   }
+  return undefined;
+}
+
+/** A random valid dump of loads (overlapping at times) and moves, and the model of what it names. */
+function randomDump(random: () => number): { bytes: Uint8Array; ranges: ModelRange[] } {
+  const base = 0x7f0000000000;
+  const parts = [header()];
+  const ranges: ModelRange[] = [];
+  const count = 1 + below(random, 12);
+  for (let i = 0; i < count; i++) {
+    if (ranges.length > 0 && random() < 0.2) {
+      const from = pick(random, ranges).start;
+      const to = base + 0x100000 + below(random, 64) * 0x40;
+      const size = 0x10 + below(random, 8) * 0x10;
+      parts.push(move(from, to, size, i));
+      const latest = ranges.findLast((range) => from >= range.start && from < range.end);
+      if (latest !== undefined && latest.start === from && latest.name !== null) {
+        ranges.push({ start: from, end: from + size, name: null }, {
+          start: to,
+          end: to + size,
+          name: latest.name,
+        });
+      }
+      continue;
+    }
+    const start = base + below(random, 64) * 0x20;
+    const size = 0x10 + below(random, 16) * 0x10;
+    const name = `f${i}`;
+    if (random() < 0.5) parts.push(debugInfo(start, [{ address: start, line: i + 1, file: "/app.js" }]));
+    parts.push(load(start, size, name, i));
+    ranges.push({ start, end: start + size, name });
+  }
+  return { bytes: concat(...parts), ranges };
+}
+
+registerFuzzTest(import.meta.url, {
+  name: "JitDump on damaged and random dumps never throws; intact dumps name as their latest range",
+  cases: 2000,
+  seed: 0x71d0,
+  expectRefusals: false,
+  makeCase(random) {
+    const { bytes: valid, ranges } = randomDump(random);
+    const choice = random();
+    const { bytes, how } = choice < 0.1
+      ? { bytes: garbage(random, 300), how: "garbage" }
+      : choice < 0.4
+      ? { bytes: valid, how: "valid" }
+      : mutate(random, valid);
+    return {
+      kind: how,
+      run() {
+        // Written in two steps: what the first read leaves, the second gets with the rest.
+        const file = new GrowingFile(bytes, below(random, bytes.length + 1));
+        const dump = new JitDump({ refreshIntervalMs: 0 });
+        dump.follow(() => file);
+        file.visible = bytes.length;
+        dump.refresh();
+        dump.finish();
+        const names = new Set(ranges.flatMap((range) => range.name === null ? [] : [range.name]));
+        const probes = ranges.flatMap(({ start, end }) => [start - 1, start, start + 1, end - 1, end]);
+        for (const address of probes) {
+          const found = dump.lookup(address);
+          if (how === "valid") {
+            assert.equal(found?.functionName ?? null, modelName(ranges, address) ?? null, `at ${address}`);
+            assert.equal(dump.stats.rejected, null);
+          } else if (found !== null && how !== "garbage") {
+            // A damaged dump names nothing it does not hold (a mutation may make up a name, not a type).
+            assert.equal(typeof found.functionName, "string");
+          }
+        }
+        if (how === "valid") assert.ok(names.size === 0 || dump.stats.loads > 0);
+      },
+    };
+  },
+  isOwnError: () => false,
 });

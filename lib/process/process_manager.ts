@@ -36,7 +36,7 @@ import { type InstalledMapping, MappingInstaller, type TrieStats } from "./mappi
 import { findMapping, readProcMaps } from "./proc_maps.ts";
 import type { ProcessBpf } from "./process_bpf.ts";
 import type { StartTicks } from "./process_key.ts";
-import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { JitNames } from "../symbolize/jit_names.ts";
 import type { PerfMaps, PerfMapsStats } from "../symbolize/perf_maps.ts";
 
 const logger = getLogger(["omniprof", "process"]);
@@ -72,8 +72,8 @@ export interface ProcessManagerOptions {
   /** Minimum time between two re-reads of one process caused by unknown addresses. */
   resyncIntervalMs?: number;
   /**
-   * The perf maps that name its processes' JIT code; the manager reads each to the end when its process
-   * exits and closes them with itself. Without them, JIT frames stay addresses.
+   * The perf maps and jitdumps that name its processes' JIT code; the manager reads each to the end when
+   * its process exits and closes them with itself. Without them, JIT frames stay addresses.
    */
   perfMaps?: PerfMaps | null;
 }
@@ -143,13 +143,16 @@ export class ProcessManager implements Disposable {
     return this.#installer.stats;
   }
 
-  /** The perf maps' counters, or null without perf maps. */
+  /** The counters of perf maps and jitdumps, or null without them. */
   get perfMapStats(): PerfMapsStats | null {
     return this.#perfMaps?.stats ?? null;
   }
 
-  /** The perf map of `pid`'s JIT code (looked for now, while it runs), or null without perf maps. */
-  perfMapOf(pid: Pid): PerfMap | null {
+  /**
+   * The names of `pid`'s JIT code, from its perf map and jitdump (looked for now, while it runs), or null
+   * without perf maps.
+   */
+  jitNamesOf(pid: Pid): JitNames | null {
     return this.#perfMaps?.of(pid) ?? null;
   }
 

@@ -5,7 +5,8 @@
  * tables of the mapped files (or their separate debug files), demangled, and Go code from its
  * `.gopclntab` with source files and lines: a frame in inlined code becomes one location per inlined call,
  * innermost first, each but the last marked `inlined`; frames in anonymous executable memory (JIT code)
- * from the process's perf map, in the pseudo mapping {@linkcode PERF_MAP_MAPPING}. A frame that cannot be
+ * from the process's jitdump, with source file and line, in the pseudo mapping {@linkcode JITDUMP_MAPPING},
+ * else from its perf map, in the pseudo mapping {@linkcode PERF_MAP_MAPPING}. A frame that cannot be
  * named reads `[binary+0xoffset]` so that it can still be looked up later by hand (JIT code: the memory's
  * name, `[anonymous]`, at its address).
  *
@@ -22,7 +23,7 @@ import type { Profile, ProfileLocation, ProfileMapping, ProfileSample } from "..
 import type { MappedFile } from "../process/mapped_file.ts";
 import { type KernelSymbolLookup, KernelSymbols } from "../symbolize/kallsyms.ts";
 import { formatUnknownFrame, NativeSymbolizer } from "../symbolize/native.ts";
-import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { JitNames, JitNameSource } from "../symbolize/jit_names.ts";
 import type { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
@@ -40,7 +41,7 @@ export interface Symbolizers {
   native?: NativeSymbolizer;
   /** Kernel symbols, or how to get them when the first kernel frame needs them. */
   kernel?: KernelSymbolLookup | null | (() => KernelSymbolLookup | null);
-  /** Counts the JIT frames of the samples, named from a perf map or not. */
+  /** Counts the JIT frames of the samples, named from a perf map or jitdump, or not. */
   perfMaps?: Pick<PerfMaps, "countFrames">;
 }
 
@@ -49,6 +50,14 @@ export interface Symbolizers {
  * is shared by the processes, and its locations hold process addresses.
  */
 export const PERF_MAP_MAPPING = "[perf-map]";
+
+/** The file name of the mapping of JIT frames named from a jitdump, shared as {@linkcode PERF_MAP_MAPPING}. */
+export const JITDUMP_MAPPING = "[jitdump]";
+
+const JIT_MAPPING_NAMES: Record<JitNameSource, string> = {
+  "perf-map": PERF_MAP_MAPPING,
+  jitdump: JITDUMP_MAPPING,
+};
 
 /** x86-64 user space ends at 2^47. */
 const USER_SPACE_END = 0x800000000000;
@@ -112,10 +121,10 @@ class Builder {
   #ownsNative: boolean;
   #kernel: KernelSymbolLookup | null | undefined | (() => KernelSymbolLookup | null);
   #perfMaps: Pick<PerfMaps, "countFrames"> | undefined;
-  /** Each perf map met, numbered for location keys. */
-  #perfMapIds = new Map<PerfMap, number>();
-  /** Index of the mapping {@linkcode PERF_MAP_MAPPING}, or -1 before its first location. */
-  #perfMapMapping = -1;
+  /** Each process's JIT names met, numbered for location keys. */
+  #jitIds = new Map<JitNames, number>();
+  /** Index of the mapping of JIT frames named by each kind of file, once it has a location. */
+  #jitMappings = new Map<JitNameSource, number>();
   /** False: new locations are named by their addresses alone, without reading a symbol table. */
   symbolizing = true;
 
@@ -133,9 +142,12 @@ class Builder {
         if (stack.frames[i]!.addressKind !== "jit") continue;
         // A JIT frame is one location: only native code has inlined calls.
         const location = perFrame[i]!;
-        const named = this.#perfMapMapping >= 0 && typeof location === "number" &&
-          this.locations[location]!.mapping === this.#perfMapMapping;
-        this.#perfMaps.countFrames(named, stack.count);
+        let source: JitNameSource | null = null;
+        if (typeof location === "number") {
+          const mapping = this.locations[location]!.mapping;
+          for (const [kind, index] of this.#jitMappings) if (index === mapping) source = kind;
+        }
+        this.#perfMaps.countFrames(source, stack.count);
       }
     }
     return {
@@ -166,8 +178,8 @@ class Builder {
     }
     const key = frame.addressKind === "kernel"
       ? `k${lookup}`
-      : frame.perfMap !== undefined
-      ? `j${this.#perfMapId(frame.perfMap)}\0${lookup}`
+      : frame.jit !== undefined
+      ? `j${this.#jitId(frame.jit)}\0${lookup}`
       : file
       ? `${file.key}\0${frame.addressKind}${lookup}${frame.signalTrampoline ? "s" : ""}`
       : `?${frame.kind}:${lookup}`;
@@ -189,10 +201,11 @@ class Builder {
   #symbolize(frame: StackFrame, lookup: number): ProfileLocation[] {
     const kind = frameKindOf(frame.kind);
     if (frame.addressKind === "kernel") return [this.#kernelLocation(lookup as KernelAddress)];
-    const name = frame.perfMap !== undefined && this.symbolizing ? frame.perfMap.name(lookup) : null;
-    if (name !== null) {
-      const mapping = this.#perfMapMappingIndex();
-      return [{ kind, mapping, address: lookup, functionName: name, sourceFile: "", line: 0 }];
+    const jit = frame.jit !== undefined && this.symbolizing ? frame.jit.frame(lookup) : null;
+    if (jit !== null) {
+      const mapping = this.#jitMappingIndex(jit.source);
+      const { functionName, sourceFile, line } = jit;
+      return [{ kind, mapping, address: lookup, functionName, sourceFile, line }];
     }
     const file = frame.file;
     if (!file) {
@@ -234,28 +247,30 @@ class Builder {
     return [{ kind, mapping: mappingIndex, address, functionName, sourceFile: "", line: 0 }];
   }
 
-  #perfMapId(map: PerfMap): number {
-    let id = this.#perfMapIds.get(map);
+  #jitId(names: JitNames): number {
+    let id = this.#jitIds.get(names);
     if (id === undefined) {
-      id = this.#perfMapIds.size;
-      this.#perfMapIds.set(map, id);
+      id = this.#jitIds.size;
+      this.#jitIds.set(names, id);
     }
     return id;
   }
 
-  #perfMapMappingIndex(): number {
-    if (this.#perfMapMapping < 0) {
-      this.#perfMapMapping = this.mappings.length;
+  #jitMappingIndex(source: JitNameSource): number {
+    let index = this.#jitMappings.get(source);
+    if (index === undefined) {
+      index = this.mappings.length;
+      this.#jitMappings.set(source, index);
       this.mappings.push({
         start: 0,
         end: USER_SPACE_END,
         fileOffset: 0,
-        fileName: PERF_MAP_MAPPING,
+        fileName: JIT_MAPPING_NAMES[source],
         buildId: "",
         hasFunctions: true,
       });
     }
-    return this.#perfMapMapping;
+    return index;
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {

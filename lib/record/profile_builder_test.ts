@@ -1,9 +1,17 @@
 import assert from "node:assert/strict";
-import { buildProfile, buildProfileInterruptibly, PERF_MAP_MAPPING } from "./profile_builder.ts";
+import {
+  buildProfile,
+  buildProfileInterruptibly,
+  JITDUMP_MAPPING,
+  PERF_MAP_MAPPING,
+} from "./profile_builder.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 import type { MappedFile } from "../process/mapped_file.ts";
 import type { KernelSymbolLookup } from "../symbolize/kallsyms.ts";
+import { JitDump } from "../symbolize/jitdump.ts";
+import { JitNames } from "../symbolize/jit_names.ts";
 import { PerfMap } from "../symbolize/perf_map.ts";
+import { concat, debugInfo, GrowingFile, header, load } from "../testing/jitdump_writer.ts";
 import { PerfMaps } from "../symbolize/perf_maps.ts";
 import type { Pid, Tid } from "../types.ts";
 import { FrameMarker } from "../../support/types.ts";
@@ -109,8 +117,8 @@ const anonymous: MappedFile = {
   readable: false,
 };
 
-function jitFrame(address: number, perfMap: PerfMap, returnAddress = false): StackFrame {
-  return { kind: FrameMarker.Native, returnAddress, addressKind: "jit", address, file: anonymous, perfMap };
+function jitFrame(address: number, jit: JitNames, returnAddress = false): StackFrame {
+  return { kind: FrameMarker.Native, returnAddress, addressKind: "jit", address, file: anonymous, jit };
 }
 
 Deno.test("buildProfile() names JIT frames from their process's perf map, in the mapping [perf-map]", () => {
@@ -121,10 +129,15 @@ Deno.test("buildProfile() names JIT frames from their process's perf map, in the
   const second = new PerfMap();
   second.append(new TextEncoder().encode("7f0000001000 100 Other::Process()\n"));
   const counts = new PerfMaps();
+  const firstNames = new JitNames(first);
+  const secondNames = new JitNames(second);
   const stacks = [
     // The caller's return address is just past its call: the call names it, even at the function's end.
-    { ...stack([jitFrame(0x7f0000001010, first), jitFrame(0x7f0000002100, first, true)]), count: 3 },
-    stack([jitFrame(0x7f0000001010, second), jitFrame(0x7f0000005000, second)]),
+    {
+      ...stack([jitFrame(0x7f0000001010, firstNames), jitFrame(0x7f0000002100, firstNames, true)]),
+      count: 3,
+    },
+    stack([jitFrame(0x7f0000001010, secondNames), jitFrame(0x7f0000005000, secondNames)]),
   ];
   const profile = buildProfile(stacks, INFO, { kernel: null, perfMaps: counts });
   const names = profile.samples.map((sample) =>
@@ -141,4 +154,45 @@ Deno.test("buildProfile() names JIT frames from their process's perf map, in the
   assert.equal(unnamed.address, 0x7f0000005000, "an unnamed JIT frame keeps its address");
   assert.equal(profile.mappings.find((m) => m.fileName === PERF_MAP_MAPPING)!.hasFunctions, true);
   assert.deepEqual([counts.stats.framesNamed, counts.stats.framesUnnamed], [7, 1]);
+});
+
+Deno.test("buildProfile() names JIT frames from the jitdump first, with lines, in the mapping [jitdump]", () => {
+  const map = new PerfMap();
+  map.append(
+    new TextEncoder().encode("7f0000001000 100 JS:*leaf /a.js:1:1\n7f0000002000 100 JS:*main /a.js:9:1\n"),
+  );
+  const dump = new JitDump();
+  const code = 0x7f0000001000;
+  const bytes = concat(
+    header(),
+    debugInfo(code, [{ address: code, line: 2, file: "/a.js" }, {
+      address: code + 0x20,
+      line: 3,
+      file: "/a.js",
+    }]),
+    load(code, 0x100, "leaf", 1),
+  );
+  dump.follow(() => new GrowingFile(bytes));
+  const counts = new PerfMaps();
+  const names = new JitNames(map, dump);
+  const profile = buildProfile(
+    [{ ...stack([jitFrame(code + 0x24, names), jitFrame(0x7f0000002010, names, true)]), count: 2 }],
+    INFO,
+    { kernel: null, perfMaps: counts },
+  );
+  const locations = profile.samples[0]!.locations.map((i) => {
+    const location = profile.locations[i]!;
+    return [
+      location.functionName,
+      location.sourceFile,
+      location.line,
+      profile.mappings[location.mapping]!.fileName,
+    ];
+  });
+  assert.deepEqual(locations, [
+    ["leaf", "/a.js", 3, JITDUMP_MAPPING],
+    ["JS:*main /a.js:9:1", "", 0, PERF_MAP_MAPPING],
+  ]);
+  const stats = counts.stats;
+  assert.deepEqual([stats.framesNamed, stats.framesNamedFromJitdumps, stats.framesUnnamed], [4, 2, 0]);
 });

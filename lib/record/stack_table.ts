@@ -20,7 +20,7 @@ import type { ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
 import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interpreter.ts";
-import type { PerfMap } from "../symbolize/perf_map.ts";
+import type { JitNames } from "../symbolize/jit_names.ts";
 import { frameKindOf } from "../profile/frame_kinds.ts";
 import {
   COMM_LENGTH,
@@ -55,7 +55,7 @@ export type AddressKind =
   /** an interpreter frame, already named (`symbol`); `address` is the frame's raw addr_or_line */
   | "interpreter"
   /**
-   * a process address in anonymous executable memory (JIT code), named by the process's `perfMap`;
+   * a process address in anonymous executable memory (JIT code), named by the process's `jit` names;
    * `file` is the memory's pseudo file
    */
   | "jit";
@@ -74,8 +74,8 @@ export interface StackFrame {
   readonly signalTrampoline?: boolean;
   /** An interpreter frame's name, file and line, read from the process when the stack was first seen. */
   readonly symbol?: SymbolizedFrame;
-  /** The perf map of the process of a "jit" frame. */
-  readonly perfMap?: PerfMap;
+  /** The JIT names (perf map and jitdump) of the process of a "jit" frame. */
+  readonly jit?: JitNames;
 }
 
 /** A distinct stack of one thread and how often it was sampled. */
@@ -262,8 +262,8 @@ export class StackTable implements RecordSink {
     const comm = decoder.decode(commBytes.subarray(0, end < 0 ? COMM_LENGTH : end));
     const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
     const frames: StackFrame[] = [];
-    /** The process's perf map, once a frame of the trace needs it. */
-    let perfMap: PerfMap | null | undefined;
+    /** The process's JIT names, once a frame of the trace needs them. */
+    let jit: JitNames | null | undefined;
     for (let i = 0; i < numFrames; i++) {
       const at = offset + TRACE_FRAMES + i * FRAME_SIZE;
       const kind = view.getUint8(at + FRAME_KIND);
@@ -301,16 +301,16 @@ export class StackTable implements RecordSink {
       if (flags & FrameFlag.AbsoluteAddress) {
         const resolved = this.#processes.resolve(pid, address as Address);
         if (resolved?.mapping.file.kind === "anonymous") {
-          // JIT code: named later from the map, which is looked for now, while the process runs.
-          perfMap ??= this.#processes.perfMapOf(pid);
-          if (perfMap) {
+          // JIT code: named later from the perf map or jitdump, looked for now, while the process runs.
+          jit ??= this.#processes.jitNamesOf(pid);
+          if (jit) {
             frames.push({
               kind,
               returnAddress,
               addressKind: "jit",
               address,
               file: resolved.mapping.file,
-              perfMap,
+              jit,
             });
             continue;
           }

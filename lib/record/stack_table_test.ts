@@ -180,6 +180,7 @@ Deno.test("StackTable gives a frame in anonymous executable memory its process's
         looks++;
         return { kind: "opened", file: RegularFile.open(`${root}/perf-${pid}.map`) };
       },
+      openJitDump: () => ({ kind: "absent" }),
     });
     using files = new FileRegistry({ procRoot: root });
     // The process manager owns the perf maps and closes them.
@@ -190,8 +191,8 @@ Deno.test("StackTable gives a frame in anonymous executable memory its process's
     const [leaf, caller, outside] = table.stacks()[0]!.frames;
     assert.equal(leaf!.addressKind, "jit");
     assert.equal(leaf!.address, 0x10010, "the process's address, which the map names");
-    assert.equal(leaf!.perfMap, perfMaps.of(500 as Pid));
-    assert.equal(leaf!.perfMap!.lookup(leaf!.address), "JS:*work /app.js:1:1");
+    assert.equal(leaf!.jit, perfMaps.of(500 as Pid));
+    assert.equal(leaf!.jit!.lookup(leaf!.address)?.functionName, "JS:*work /app.js:1:1");
     assert.equal(caller!.addressKind, "jit");
     assert.equal(outside!.addressKind, "absolute", "in no mapping");
     // Without perf maps, as before: an offset into the anonymous memory.

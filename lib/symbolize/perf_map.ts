@@ -18,8 +18,7 @@
  * `maxBytes` of the file and `maxEntries` entries (then {@linkcode PerfMapStats.truncated} is set and
  * nothing more is read), lines of at most 64 KiB.
  *
- * Entries live in typed arrays; a lookup is a binary search in a table of disjoint ranges built from them
- * (again after new entries, at the next lookup), so it allocates nothing.
+ * Entries are kept in a {@linkcode LatestRanges}: a lookup allocates nothing.
  *
  * @example
  * ```ts
@@ -33,6 +32,7 @@
  */
 import { getLogger } from "../log/logger.ts";
 import type { RegularFile } from "../sys/regular_file.ts";
+import { LatestRanges } from "./latest_ranges.ts";
 
 /** Bounds of a {@linkcode PerfMap}. */
 export interface PerfMapOptions {
@@ -76,22 +76,12 @@ export class PerfMap implements Disposable {
   readonly #maxBytes: number;
   readonly #maxEntries: number;
   readonly #refreshIntervalMs: number;
-  // Entries in the order read (later wins where they overlap).
-  #starts = new Float64Array(64);
-  #ends = new Float64Array(64);
+  /** The entries' ranges, in the order read (later wins where they overlap). */
+  readonly #ranges: LatestRanges;
+  /** The name of each entry. */
   #nameOf = new Uint32Array(64);
-  #count = 0;
   #names: string[] = [];
   #nameIndex = new Map<string, number>();
-  /** Entry indices sorted by start (then by index), up to #sortedCount entries. */
-  #order = new Uint32Array(0);
-  #sortedCount = 0;
-  // Disjoint ranges, sorted, each with the entry that names it; rebuilt after new entries.
-  #rangeStarts = new Float64Array(0);
-  #rangeEnds = new Float64Array(0);
-  #rangeEntries = new Uint32Array(0);
-  #rangeCount = 0;
-  #stale = false;
   /** Inside a line too long to keep: what follows up to the next newline is dropped. */
   #skipping = false;
   #malformed = 0;
@@ -107,13 +97,14 @@ export class PerfMap implements Disposable {
   constructor(options: PerfMapOptions = {}) {
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
     this.#maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    this.#ranges = new LatestRanges(this.#maxEntries);
     this.#refreshIntervalMs = options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS;
   }
 
   /** A snapshot of what was read. */
   get stats(): PerfMapStats {
     return {
-      entries: this.#count,
+      entries: this.#ranges.count,
       malformedLines: this.#malformed,
       bytesRead: this.#bytesRead,
       truncated: this.#truncated,
@@ -198,18 +189,8 @@ export class PerfMap implements Disposable {
 
   /** The name of the code at `address` among the entries read so far, or null. Never reads the file. */
   lookup(address: number): string | null {
-    if (this.#stale) this.#index();
-    const starts = this.#rangeStarts;
-    let low = 0;
-    let high = this.#rangeCount;
-    // The last range starting at or before the address.
-    while (low < high) {
-      const middle = (low + high) >>> 1;
-      if (starts[middle]! <= address) low = middle + 1;
-      else high = middle;
-    }
-    if (low === 0 || address >= this.#rangeEnds[low - 1]!) return null;
-    return this.#names[this.#nameOf[this.#rangeEntries[low - 1]!]!]!;
+    const entry = this.#ranges.lookup(address);
+    return entry < 0 ? null : this.#names[this.#nameOf[entry]!]!;
   }
 
   /**
@@ -290,7 +271,7 @@ export class PerfMap implements Disposable {
       this.#malformed++;
       return;
     }
-    if (this.#count >= this.#maxEntries) {
+    if (this.#ranges.full) {
       this.#truncated = true;
       return;
     }
@@ -301,126 +282,13 @@ export class PerfMap implements Disposable {
       this.#names.push(name);
       this.#nameIndex.set(name, nameId);
     }
-    if (this.#count === this.#starts.length) this.#grow();
-    this.#starts[this.#count] = start.value;
-    this.#ends[this.#count] = start.value + size.value;
-    this.#nameOf[this.#count] = nameId;
-    this.#count++;
-    this.#stale = true;
-  }
-
-  #grow(): void {
-    const capacity = Math.min(this.#starts.length * 2, Math.max(this.#maxEntries, 1));
-    const starts = new Float64Array(capacity);
-    starts.set(this.#starts);
-    const ends = new Float64Array(capacity);
-    ends.set(this.#ends);
-    const nameOf = new Uint32Array(capacity);
-    nameOf.set(this.#nameOf);
-    this.#starts = starts;
-    this.#ends = ends;
-    this.#nameOf = nameOf;
-  }
-
-  /**
-   * Rebuilds the disjoint ranges: entries sorted by start (the new ones sorted, then merged into the order
-   * kept from the last build), then swept with the entries that cover the current address in a heap by
-   * index, so that each range is named by the latest entry covering it.
-   */
-  #index(): void {
-    const starts = this.#starts;
-    const ends = this.#ends;
-    const count = this.#count;
-    const fresh = Uint32Array.from({ length: count - this.#sortedCount }, (_, i) => this.#sortedCount + i);
-    fresh.sort((a, b) => starts[a]! - starts[b]! || a - b);
-    const order = new Uint32Array(count);
-    let i = 0;
-    let j = 0;
-    let k = 0;
-    const old = this.#order;
-    while (i < this.#sortedCount && j < fresh.length) {
-      // Equal starts: the older entry first (fresh ones have larger indices).
-      order[k++] = starts[old[i]!]! <= starts[fresh[j]!]! ? old[i++]! : fresh[j++]!;
+    const entry = this.#ranges.add(start.value, start.value + size.value);
+    if (entry === this.#nameOf.length) {
+      const nameOf = new Uint32Array(Math.min(2 * entry, Math.max(this.#maxEntries, 1)));
+      nameOf.set(this.#nameOf);
+      this.#nameOf = nameOf;
     }
-    while (i < this.#sortedCount) order[k++] = old[i++]!;
-    while (j < fresh.length) order[k++] = fresh[j++]!;
-    this.#order = order;
-    this.#sortedCount = count;
-
-    const rangeStarts = new Float64Array(2 * count);
-    const rangeEnds = new Float64Array(2 * count);
-    const rangeEntries = new Uint32Array(2 * count);
-    let ranges = 0;
-    const heap = new EntryHeap(count);
-    let next = 0;
-    let position = 0;
-    for (;;) {
-      while (next < count && starts[order[next]!]! <= position) heap.push(order[next++]!);
-      while (heap.size > 0 && ends[heap.top]! <= position) heap.pop();
-      if (heap.size === 0) {
-        if (next >= count) break;
-        position = starts[order[next]!]!;
-        continue;
-      }
-      const entry = heap.top;
-      const nextStart = next < count ? starts[order[next]!]! : Infinity;
-      const end = Math.min(ends[entry]!, nextStart);
-      if (ranges > 0 && rangeEntries[ranges - 1] === entry && rangeEnds[ranges - 1] === position) {
-        rangeEnds[ranges - 1] = end;
-      } else {
-        rangeStarts[ranges] = position;
-        rangeEnds[ranges] = end;
-        rangeEntries[ranges] = entry;
-        ranges++;
-      }
-      position = end;
-    }
-    this.#rangeStarts = rangeStarts;
-    this.#rangeEnds = rangeEnds;
-    this.#rangeEntries = rangeEntries;
-    this.#rangeCount = ranges;
-    this.#stale = false;
-  }
-}
-
-/** A max-heap of entry indices: the top is the latest entry. */
-class EntryHeap {
-  readonly #items: Uint32Array;
-  size = 0;
-
-  constructor(capacity: number) {
-    this.#items = new Uint32Array(Math.max(1, capacity));
-  }
-
-  get top(): number {
-    return this.#items[0]!;
-  }
-
-  push(entry: number): void {
-    const items = this.#items;
-    let at = this.size++;
-    while (at > 0) {
-      const parent = (at - 1) >>> 1;
-      if (items[parent]! >= entry) break;
-      items[at] = items[parent]!;
-      at = parent;
-    }
-    items[at] = entry;
-  }
-
-  pop(): void {
-    const items = this.#items;
-    const last = items[--this.size]!;
-    let at = 0;
-    for (;;) {
-      let child = 2 * at + 1;
-      if (child >= this.size) break;
-      if (child + 1 < this.size && items[child + 1]! > items[child]!) child++;
-      if (items[child]! <= last) break;
-      items[at] = items[child]!;
-      at = child;
-    }
-    items[at] = last;
+    this.#nameOf[entry] = nameId;
   }
 }
 

@@ -10,7 +10,8 @@
  * as the last part is refused, only a regular file is opened (checked before it is opened, see
  * {@linkcode RegularFile.open}), and it must belong to the process's effective or file-system user, or to
  * root, and have no other name (a hard link to someone else's file would pass as theirs). The process's
- * start time is read before and after: a PID that changed hands meanwhile gives no map.
+ * start time is read before and after: a PID that changed hands meanwhile gives no map. Jitdumps are
+ * opened the same way ({@linkcode openProcessOwnFile}).
  *
  * @example
  * ```ts ignore
@@ -79,6 +80,19 @@ export function perfMapPath(namespacePid: number): string {
 
 /** Finds and opens the perf map of process `pid`, as the module describes. Never throws. */
 export function openPerfMapFile(pid: Pid, procRoot = "/proc"): PerfMapOpening {
+  return openProcessOwnFile(pid, (info) => [perfMapPath(info.namespacePid ?? pid)], procRoot);
+}
+
+/**
+ * Opens the first of the files `candidates` names (paths in the process's root, given what its status
+ * says) that is there, checked as the module describes: a candidate that is refused ends the search (a
+ * planted file is not passed over for the next). Never throws.
+ */
+export function openProcessOwnFile(
+  pid: Pid,
+  candidates: (info: PerfMapOwnerInfo) => readonly string[],
+  procRoot = "/proc",
+): PerfMapOpening {
   const before = readProcessKey(pid, procRoot);
   if (before === null) return { kind: "absent" };
   let info: PerfMapOwnerInfo | null;
@@ -90,10 +104,17 @@ export function openPerfMapFile(pid: Pid, procRoot = "/proc"): PerfMapOpening {
   if (info === null) {
     return { kind: "refused", reason: "failed", detail: `no user ids in /proc/${pid}/status` };
   }
-  let file: RegularFile;
+  let file: RegularFile | null = null;
   try {
     using root = RootDirectory.open(`${procRoot}/${pid}/root`);
-    file = RegularFile.open(perfMapPath(info.namespacePid ?? pid), { root, noFollow: true });
+    for (const path of candidates(info)) {
+      try {
+        file = RegularFile.open(path, { root, noFollow: true });
+        break;
+      } catch (error) {
+        if (!(error instanceof FileRefusedError) || error.reason !== "missing") throw error;
+      }
+    }
   } catch (error) {
     if (!(error instanceof FileRefusedError)) {
       return { kind: "refused", reason: "failed", detail: String(error) };
@@ -102,6 +123,7 @@ export function openPerfMapFile(pid: Pid, procRoot = "/proc"): PerfMapOpening {
     const reason = error.reason === "replaced" ? "failed" : error.reason;
     return { kind: "refused", reason, detail: error.message };
   }
+  if (file === null) return { kind: "absent" };
   try {
     const status = file.status();
     if (status.uid !== 0 && !info.uids.includes(status.uid)) {

@@ -30,7 +30,6 @@
 import type { Unwinder } from "../bpf/unwind_programs.ts";
 import type { BpfMapName } from "../../support/bpf_catalogue.ts";
 import type { LoadSegment } from "../elf/elf_file.ts";
-import type { RuntimeFrameKind } from "../profile/frame_kinds.ts";
 import type { Data, InterpreterType, Loader } from "./interpreter.ts";
 
 /** A runtime's check for `omniprof check`. */
@@ -43,6 +42,28 @@ export interface RuntimeCheck {
    * @throws {Error} saying why its frames cannot be had here.
    */
   run(): string;
+}
+
+/** The colours of a frame kind in the HTML page: `hsl(hue + spread * x, sat%, light%)`, x per function. */
+export interface KindColour {
+  readonly hue: number;
+  readonly spread: number;
+  readonly sat: number;
+  readonly light: number;
+}
+
+/** What a runtime's frames are, as BPF marks them and as outputs name them. */
+export interface RuntimeFrameKind {
+  /** The `enum frame_marker` value its BPF unwinder gives its frames (declared in bpf/<name>_tracer.h). */
+  readonly marker: number;
+  /** The pseudo mapping's file name that marks its frames in a pprof file, e.g. `[ruby]`. */
+  readonly pprofMappingName: string;
+  /** Its OTLP `profile.frame.type`: the semantic conventions' well-known value where one applies. */
+  readonly otlpFrameType: string;
+  /** What the HTML page calls it. */
+  readonly label: string;
+  /** Its colours in the HTML page. */
+  readonly colour: KindColour;
 }
 
 /** One runtime, as the rest of the profiler sees it. */

@@ -14,30 +14,11 @@
  * @module
  */
 import { FrameMarker } from "../../support/types.ts";
+import type { KindColour, RuntimeFrameKind } from "../interpreter/runtime.ts";
 import { RUNTIMES } from "../interpreter/runtimes.ts";
 import type { FrameKind } from "./profile.ts";
 
-/** The colours of a frame kind in the HTML page: `hsl(hue + spread * x, sat%, light%)`, x per function. */
-export interface KindColour {
-  readonly hue: number;
-  readonly spread: number;
-  readonly sat: number;
-  readonly light: number;
-}
-
-/** What a runtime's frames are, as BPF marks them and as outputs name them. */
-export interface RuntimeFrameKind {
-  /** The `enum frame_marker` value its BPF unwinder gives its frames (declared in bpf/<name>_tracer.h). */
-  readonly marker: number;
-  /** The pseudo mapping's file name that marks its frames in a pprof file, e.g. `[ruby]`. */
-  readonly pprofMappingName: string;
-  /** Its OTLP `profile.frame.type`: the semantic conventions' well-known value where one applies. */
-  readonly otlpFrameType: string;
-  /** What the HTML page calls it. */
-  readonly label: string;
-  /** Its colours in the HTML page. */
-  readonly colour: KindColour;
-}
+export type { KindColour, RuntimeFrameKind };
 
 /** A runtime's frame kind and its name (the runtime's name). */
 export interface NamedRuntimeFrameKind extends RuntimeFrameKind {
@@ -51,7 +32,6 @@ const OWN_KINDS = new Map<number, FrameKind>([
 
 /** The frame kind of every runtime of the runtime list, in its order. */
 export function runtimeFrameKinds(): NamedRuntimeFrameKind[] {
-  // Read at call time: modules of the runtimes may import modules that import this one.
   return RUNTIMES.map((runtime) => ({ name: runtime.name, ...runtime.frameKind }));
 }
 

@@ -15,7 +15,8 @@
  */
 import type { Address, Pid } from "../../types.ts";
 import type { ResolvedMapping } from "../../process/mapped_file.ts";
-import type { AddressRange, Data, EbpfHandler } from "../interpreter.ts";
+import type { Data, EbpfHandler } from "../interpreter.ts";
+import type { PythonFileFacts } from "./file_facts.ts";
 import type { GlibcThreadLayout } from "../glibc_threads.ts";
 import type { RemoteMemory } from "../remote_memory.ts";
 import { PythonInstance } from "./instance.ts";
@@ -26,21 +27,6 @@ import {
   type PythonVersion,
   readDebugOffsets,
 } from "./offsets.ts";
-
-/** What {@linkcode detectPythonFile} learns from an interpreter file. */
-export interface PythonFileFacts {
-  readonly version: PythonVersion;
-  /** ELF virtual address of `_PyRuntime`. */
-  readonly runtimeVaddr: number;
-  /** `st_size` of `_PyRuntime` (sizeof(_PyRuntimeState)). */
-  readonly runtimeSize: number;
-  /** ELF virtual address ranges of `_PyEval_EvalFrameDefault` (and its `.cold` part). */
-  readonly evalRanges: readonly AddressRange[];
-  /** Offset of `_Py_tss_tstate` in the file's TLS segment (3.12+, when `.symtab` has it), else null. */
-  readonly tssTstateOffset: number | null;
-  /** ELF virtual address of the dynamic section (to find the file's link map), null when static. */
-  readonly dynamicVaddr: number | null;
-}
 
 /** Host-side settings of {@linkcode PythonData.attach}. */
 export interface PythonDataOptions {

@@ -45,7 +45,7 @@ import {
 } from "../interpreter.ts";
 import { findProcessLibraries, mappingBias } from "../process_libraries.ts";
 import { type RemoteMemory, RemoteMemoryError } from "../remote_memory.ts";
-import type { PythonFileFacts } from "./data.ts";
+import type { PythonFileFacts } from "./file_facts.ts";
 import { FRAME_OWNED_BY_CSTACK, type PythonOffsets, type PythonVersion } from "./offsets.ts";
 import { encodePythonProcInfo, type PythonProcInfo } from "./proc_info.ts";
 import { decodePythonAddrOrLine, FIRST_LINE_STAMP_MASK, PythonSymbolizer } from "./symbolize.ts";

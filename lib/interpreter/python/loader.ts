@@ -29,7 +29,8 @@ import { PythonUnwindProgram } from "../../../support/types.ts";
 import { findDynamicSymbol } from "../dynamic_symbol_lookup.ts";
 import { type ElfSymbol, findElfSymbols, STT_TLS } from "../elf_symbols.ts";
 import type { AddressRange, EbpfHandler, Loader, LoaderInfo } from "../interpreter.ts";
-import { PythonData, type PythonFileFacts } from "./data.ts";
+import { PythonData } from "./data.ts";
+import type { PythonFileFacts } from "./file_facts.ts";
 import { pythonVersionFromName, versionFromGetVersionCode, versionFromPyVersion } from "./build_version.ts";
 import { MAX_PYTHON_MINOR, MIN_PYTHON_MINOR, type PythonVersion } from "./offsets.ts";
 

@@ -19,6 +19,8 @@ struct loaded_files_map loaded_files SEC(".maps");
 struct reported_files_map reported_files SEC(".maps");
 struct interpreter_offsets_map interpreter_offsets SEC(".maps");
 struct python_procs_map python_procs SEC(".maps");
+struct go_procs_map go_procs SEC(".maps");
+struct trace_labels_map trace_labels SEC(".maps");
 struct stack_delta_outer_8 exe_id_to_8_stack_deltas SEC(".maps");
 struct stack_delta_outer_9 exe_id_to_9_stack_deltas SEC(".maps");
 struct stack_delta_outer_10 exe_id_to_10_stack_deltas SEC(".maps");
@@ -61,6 +63,7 @@ struct btf_export {
   enum python_proc_flag python_proc_flag;
   enum python_frame_owner python_frame_owner;
   enum kernel_name_limits kernel_name_limits;
+  enum go_label_layout go_label_layout;
   struct process_event process_event;
   struct unwind_info unwind_info;
   struct stack_delta stack_delta;
@@ -70,5 +73,7 @@ struct btf_export {
   struct pid_page_mapping_info pid_page_mapping_info;
   struct interpreter_offsets interpreter_offsets;
   struct python_proc_info python_proc_info;
+  struct go_proc_info go_proc_info;
+  struct trace_label trace_label;
 };
 const volatile struct btf_export btf_export = {};

@@ -189,6 +189,21 @@ struct python_procs_map {
   __type(value, struct python_proc_info);
 };
 
+struct go_procs_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, GO_PROCS_MAX_ENTRIES);
+  __type(key, __u32);
+  __type(value, struct go_proc_info);
+};
+
+// Per CPU, as trace_scratch is: the labels of the trace being built (trace.num_labels of them).
+struct trace_labels_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct trace_labels);
+};
+
 struct reported_pids_map {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -249,6 +264,10 @@ extern struct reported_files_map reported_files SEC(".maps");
 extern struct interpreter_offsets_map interpreter_offsets SEC(".maps");
 // Pid -> what the Python unwinder needs of the process (CPython processes only).
 extern struct python_procs_map python_procs SEC(".maps");
+// Pid -> where the Go label reader finds a goroutine's labels (Go processes only).
+extern struct go_procs_map go_procs SEC(".maps");
+// The labels a runtime read for this CPU's trace, until the trace is sent.
+extern struct trace_labels_map trace_labels SEC(".maps");
 // When a process was last reported to the host (rate limit).
 extern struct reported_pids_map reported_pids SEC(".maps");
 

@@ -44,6 +44,20 @@ static __always_inline void trace_send(struct trace *trace)
   if (n > MAX_FRAMES)
     n = MAX_FRAMES;
   __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
+  __u32 labels = trace->num_labels;
+  if (labels) {
+    // Behind the last frame, where label_room leaves space for them whatever the number of frames.
+    __u32 zero = 0;
+    struct trace_labels *read = bpf_map_lookup_elem(&trace_labels, &zero);
+    if (labels > MAX_TRACE_LABELS)
+      labels = MAX_TRACE_LABELS;
+    __u64 bytes = (__u64)labels * sizeof(struct trace_label);
+    if (read && bytes <= sizeof(read->labels) &&
+        !bpf_probe_read_kernel((char *)trace + size, bytes, read->labels))
+      size += bytes;
+    else
+      trace->num_labels = 0;
+  }
   // No wakeup: the host drains the ring buffer on a slow timer, so waking it per sample would only cost;
   // but once the buffer is half full it must drain before traces are lost.
   __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2

@@ -37,7 +37,9 @@ enum unwind_program {
   PROG_UNWIND_RUBY = 0x6,
   PROG_UNWIND_V8 = 0x7,
   PROG_UNWIND_DOTNET = 0x8,
-  PROG_UNWIND_COUNT = 0x9,
+  // Not an unwinder: reads the pprof labels of the sampled goroutine, then hands back to the native one.
+  PROG_UNWIND_GO_LABELS = 0x9,
+  PROG_UNWIND_COUNT = 0xa,
 };
 
 enum trace_origin {
@@ -110,7 +112,10 @@ enum metric_id {
   METRIC_PYTHON_NO_PROC_INFO = 21,  // the eval loop ran in a process without a python_procs record
   METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
   METRIC_PYTHON_READ_FAILED = 23,   // interpreter memory could not be read: the Python walk stopped
-  METRIC_COUNT = 24,
+  METRIC_GO_LABEL_SETS = 24,        // samples whose goroutine had pprof labels
+  METRIC_GO_NO_PROC_INFO = 25,      // a Go goroutine's root frame in a process without a go_procs record
+  METRIC_GO_READ_FAILED = 26,       // the runtime's memory could not be read: the labels were left out
+  METRIC_COUNT = 27,
 };
 
 enum limits {
@@ -149,6 +154,10 @@ enum stack_delta_constants {
   LOADED_FILES_MAX_ENTRIES = 16384,
   INTERPRETER_OFFSETS_MAX_ENTRIES = 4096,
   PYTHON_PROCS_MAX_ENTRIES = 4096,
+  GO_PROCS_MAX_ENTRIES = 4096,
+  // Labels a trace carries (key and value each cut to TRACE_LABEL_BYTES): more than pprof.Do users set.
+  MAX_TRACE_LABELS = 10,
+  TRACE_LABEL_BYTES = 64,
 };
 
 // Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
@@ -196,8 +205,25 @@ struct event_header {
   __u32 tid;           // thread id
 };
 
-// A sampled stack. The ring buffer record holds only frames[0..num_frames); kernel frames first (leaf
-// first), then user frames (leaf first).
+// A key/value label of a trace (a Go pprof label): the lengths say how much of each array is used, the
+// rest is zero, so that equal labels are equal bytes.
+struct trace_label {
+  __u8 key_len;
+  __u8 value_len;
+  __u8 pad[6];
+  char key[TRACE_LABEL_BYTES];
+  char value[TRACE_LABEL_BYTES];
+};
+
+// The labels a runtime read for the trace being built (per-CPU trace_labels): copied behind the trace's
+// frames when it is sent.
+struct trace_labels {
+  struct trace_label labels[MAX_TRACE_LABELS];
+};
+
+// A sampled stack. The ring buffer record holds frames[0..num_frames) and right behind them num_labels
+// labels (struct trace_label); kernel frames first (leaf first), then user frames (leaf first). Labels
+// being part of the record, traces with different labels never count as the same stack.
 struct trace {
   struct event_header hdr;
   char comm[COMM_LEN];
@@ -205,8 +231,11 @@ struct trace {
   __u16 kernel_frames;
   __u8 origin;         // enum trace_origin
   __u8 stop_reason;    // enum unwind_stop_reason
-  __u8 pad[2];
+  __u8 num_labels;     // set by a runtime's program (trace_labels), at most MAX_TRACE_LABELS
+  __u8 pad;
   struct frame frames[MAX_FRAMES];
+  // Room for the labels behind the last frame the trace may have.
+  struct trace_label label_room[MAX_TRACE_LABELS];
 };
 
 // Process lifecycle: exec (re-read the mappings), exit (forget them), fork (inherit the parent's).
@@ -323,6 +352,23 @@ struct python_proc_info {
   __u16 frame_is_entry;       // _PyInterpreterFrame.is_entry (bool), 3.11 only
   __u16 code_firstlineno;     // PyCodeObject.co_firstlineno (int)
   __u16 code_code_adaptive;   // PyCodeObject.co_code_adaptive, 3.11+
+};
+
+// How a Go version keeps a goroutine's pprof labels (g.labels points at it).
+enum go_label_layout {
+  GO_LABELS_MAP = 0,   // map[string]string (before 1.24): an hmap of buckets of 8 keys and 8 values
+  GO_LABELS_SLICE = 1, // 1.24+: a []label{key, value string}, sorted by key
+};
+
+// Everything the Go label reader needs of one process (go_procs, keyed by pid); per Go version, from
+// lib/interpreter/go/offsets.ts.
+struct go_proc_info {
+  __s64 tls_g_offset; // the current g is at fsbase + tls_g_offset
+  __u16 g_m;          // g.m (*m)
+  __u16 m_curg;       // m.curg (*g): the user goroutine, also when sampled on g0 or gsignal
+  __u16 g_labels;     // g.labels (unsafe.Pointer)
+  __u8 layout;        // enum go_label_layout
+  __u8 pad[1];
 };
 
 // Byte offsets of the kernel fields the programs read, in the running kernel's layout. The host looks

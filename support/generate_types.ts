@@ -28,6 +28,8 @@ const SPEC = {
     "pid_page_mapping_info",
     "interpreter_offsets",
     "python_proc_info",
+    "go_proc_info",
+    "trace_label",
     "kernel_name_batch",
   ],
   enums: [
@@ -47,6 +49,7 @@ const SPEC = {
     "interpreter_constants",
     "python_proc_flag",
     "python_frame_owner",
+    "go_label_layout",
     "kernel_name_limits",
   ],
 };

@@ -10,17 +10,19 @@ export const eventHeaderLayout = {
   tid: { offset: 20, size: 4 }, // __u32
 } as const;
 
-/** Layout of C `struct trace` (4656 bytes). */
+/** Layout of C `struct trace` (6016 bytes). */
 export const traceLayout = {
-  sizeof: 4656,
+  sizeof: 6016,
   hdr: { offset: 0, size: 24 }, // struct event_header
   comm: { offset: 24, size: 16, count: 16, elementSize: 1 }, // char[16]
   num_frames: { offset: 40, size: 2 }, // __u16
   kernel_frames: { offset: 42, size: 2 }, // __u16
   origin: { offset: 44, size: 1 }, // __u8
   stop_reason: { offset: 45, size: 1 }, // __u8
-  pad: { offset: 46, size: 2, count: 2, elementSize: 1 }, // __u8[2]
+  num_labels: { offset: 46, size: 1 }, // __u8
+  pad: { offset: 47, size: 1 }, // __u8
   frames: { offset: 48, size: 4608, count: 192, elementSize: 24 }, // struct frame[192]
+  label_room: { offset: 4656, size: 1360, count: 10, elementSize: 136 }, // struct trace_label[10]
 } as const;
 
 /** Layout of C `struct frame` (24 bytes). */
@@ -154,6 +156,27 @@ export const pythonProcInfoLayout = {
   code_code_adaptive: { offset: 38, size: 2 }, // __u16
 } as const;
 
+/** Layout of C `struct go_proc_info` (16 bytes). */
+export const goProcInfoLayout = {
+  sizeof: 16,
+  tls_g_offset: { offset: 0, size: 8 }, // __s64
+  g_m: { offset: 8, size: 2 }, // __u16
+  m_curg: { offset: 10, size: 2 }, // __u16
+  g_labels: { offset: 12, size: 2 }, // __u16
+  layout: { offset: 14, size: 1 }, // __u8
+  pad: { offset: 15, size: 1, count: 1, elementSize: 1 }, // __u8[1]
+} as const;
+
+/** Layout of C `struct trace_label` (136 bytes). */
+export const traceLabelLayout = {
+  sizeof: 136,
+  key_len: { offset: 0, size: 1 }, // __u8
+  value_len: { offset: 1, size: 1 }, // __u8
+  pad: { offset: 2, size: 6, count: 6, elementSize: 1 }, // __u8[6]
+  key: { offset: 8, size: 64, count: 64, elementSize: 1 }, // char[64]
+  value: { offset: 72, size: 64, count: 64, elementSize: 1 }, // char[64]
+} as const;
+
 /** Layout of C `struct kernel_name_batch` (8712 bytes). */
 export const kernelNameBatchLayout = {
   sizeof: 8712,
@@ -193,7 +216,8 @@ export const UnwindProgram = {
   Ruby: 6,
   V8: 7,
   Dotnet: 8,
-  Count: 9,
+  GoLabels: 9,
+  Count: 10,
 } as const;
 /** One value of {@linkcode UnwindProgram}. */
 export type UnwindProgram = (typeof UnwindProgram)[keyof typeof UnwindProgram];
@@ -270,7 +294,10 @@ export const MetricId = {
   PythonNoProcInfo: 21,
   PythonNoThreadState: 22,
   PythonReadFailed: 23,
-  Count: 24,
+  GoLabelSets: 24,
+  GoNoProcInfo: 25,
+  GoReadFailed: 26,
+  Count: 27,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -315,6 +342,9 @@ export const StackDeltaConstants = {
   LoadedFilesMaxEntries: 16384,
   InterpreterOffsetsMaxEntries: 4096,
   PythonProcsMaxEntries: 4096,
+  GoProcsMaxEntries: 4096,
+  MaxTraceLabels: 10,
+  TraceLabelBytes: 64,
 } as const;
 /** One value of {@linkcode StackDeltaConstants}. */
 export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];
@@ -369,6 +399,14 @@ export const PythonFrameOwner = {
 /** One value of {@linkcode PythonFrameOwner}. */
 export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFrameOwner];
 
+/** Values of C `enum go_label_layout`. */
+export const GoLabelLayout = {
+  Map: 0,
+  Slice: 1,
+} as const;
+/** One value of {@linkcode GoLabelLayout}. */
+export type GoLabelLayout = (typeof GoLabelLayout)[keyof typeof GoLabelLayout];
+
 /** Values of C `enum kernel_name_limits`. */
 export const KernelNameLimits = {
   Batch: 64,
@@ -379,5 +417,5 @@ export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelName
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 312,
+  tracer_config: 464,
 } as const;

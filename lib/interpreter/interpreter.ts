@@ -76,8 +76,11 @@ export interface AddressRange {
   readonly end: number;
 }
 
-/** The runtimes that can own per-process BPF data: the frame kinds of interpreters and JIT compilers. */
-export type InterpreterType = Exclude<FrameKind, "kernel" | "native" | "phpjit" | "unknown" | "error">;
+/**
+ * The runtimes that can own per-process BPF data: the frame kinds of interpreters and JIT compilers, and
+ * Go, whose frames are native but whose goroutines carry labels.
+ */
+export type InterpreterType = Exclude<FrameKind, "kernel" | "native" | "phpjit" | "unknown" | "error"> | "go";
 
 /**
  * Where the C library keeps a thread's thread-specific data (`pthread_getspecific`), relative to the

@@ -271,11 +271,9 @@ export function encodePprof(profile: Profile): Uint8Array {
     writeNumLabel(w, keyPid, sample.pid);
     writeNumLabel(w, keyTid, sample.tid);
     const comm = commIndex[i]!;
-    if (comm !== 0) {
-      const label = w.beginLengthDelimited(3);
-      w.writeVarintField(1, keyComm); // key
-      w.writeVarintField(2, comm); // str
-      w.endLengthDelimited(label);
+    if (comm !== 0) writeStrLabel(w, keyComm, comm);
+    for (const label of sample.labels ?? []) {
+      writeStrLabel(w, strings.intern(label.key), strings.intern(label.value));
     }
     w.endLengthDelimited(s);
   }
@@ -370,6 +368,13 @@ function writeValueType(w: ProtobufWriter, field: number, type: number, unit: nu
   w.writeVarintField(1, type);
   w.writeVarintField(2, unit);
   w.endLengthDelimited(m);
+}
+
+function writeStrLabel(w: ProtobufWriter, key: number, str: number): void {
+  const label = w.beginLengthDelimited(3);
+  w.writeVarintField(1, key);
+  w.writeVarintField(2, str);
+  w.endLengthDelimited(label);
 }
 
 function writeNumLabel(w: ProtobufWriter, key: number, value: number): void {

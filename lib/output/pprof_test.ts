@@ -460,7 +460,7 @@ Deno.test("encodePprof() writes a run of inlined calls as one location with a li
   assert.equal(inlinedAt.mappingId, "1");
 });
 
-Deno.test("a sample's labels are string labels of the published schema, after pid, tid and comm", () => {
+Deno.test("a sample's labels are string labels of the published schema, after pid, tid and comm, and read back", () => {
   const profile: Profile = {
     startTimeNs: 0,
     durationNs: 1e9,
@@ -507,5 +507,6 @@ Deno.test("a sample's labels are string labels of the published schema, after pi
     ["pid#7", "tid#8", "comm=labels", "worker=alpha"],
     ["pid#7", "tid#8", "comm=labels", "worker=beta"],
     ["pid#7", "tid#8", "comm=labels"],
-  ]);
+  ]); // And omniprof's reader gives them back.
+  assert.deepEqual(decodePprof(encodePprof(profile)).samples, profile.samples);
 });

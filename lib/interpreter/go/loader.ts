@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { ElfFile } from "../../elf/elf_file.ts";
+import { type ElfFile, ET_DYN } from "../../elf/elf_file.ts";
 import { UnwindProgram } from "../../../support/types.ts";
 import { GoSymbols } from "../../symbolize/go/go_symbols.ts";
 import type { AddressRange, EbpfHandler, Loader, LoaderInfo } from "../interpreter.ts";
@@ -22,6 +22,15 @@ import { goLabelOffsets, MAX_GO_MINOR, MIN_GO_MINOR } from "./offsets.ts";
 import { goTlsOffset } from "./tls.ts";
 
 const GOEXIT = "runtime.goexit";
+const PT_INTERP = 3;
+
+/**
+ * Whether `elf` is an executable: a Go library (`-buildmode=c-shared`, a shared object without an
+ * interpreter) keeps g in a TLS block whose place only the dynamic loader knows, so it is not read.
+ */
+function isExecutable(elf: ElfFile): boolean {
+  return elf.type !== ET_DYN || elf.programHeaders.some((header) => header.type === PT_INTERP);
+}
 
 /**
  * The ELF address range of `runtime.goexit` in `elf`, from `.gopclntab`, or null when the table has no
@@ -39,13 +48,13 @@ export function findGoexit(elf: ElfFile): AddressRange | null {
 }
 
 /**
- * The Go facts of `elf`, or null when it is not a Go executable.
+ * The Go facts of `elf`, or null when it is not a Go executable (a Go shared library is not one).
  *
  * @throws {RangeError} when it is one that cannot be supported: an unknown release, no goexit, g not
  * found in TLS.
  */
 export function detectGoFile(elf: ElfFile): GoData | null {
-  if (!hasGoBuildInfo(elf)) return null;
+  if (!hasGoBuildInfo(elf) || !isExecutable(elf)) return null;
   const version = readGoBuildVersion(elf);
   if (version === null) return null;
   const offsets = goLabelOffsets(version);

@@ -5,6 +5,8 @@ import { LoaderInfo } from "../interpreter.ts";
 import { MemoryEbpfHandler } from "../memory_ebpf_handler.ts";
 import { programs, requiring } from "../../testing/requirements.ts";
 import { buildGoWorkload } from "../../../tests/helpers.ts";
+import { ElfFile } from "../../elf/elf_file.ts";
+import { hasGoBuildInfo, readGoBuildVersion } from "./build_info.ts";
 import { goLoader } from "./loader.ts";
 import type { GoData } from "./data.ts";
 
@@ -67,3 +69,27 @@ Deno.test("goLoader() passes over a file that is not Go, declaring nothing", () 
   assert.equal(load("/bin/true", ebpf), null);
   assert.equal(ebpf.interpreterOffsets.size, 0);
 });
+
+Deno.test(requiring([programs("go", "gcc")], {
+  name: "goLoader() passes over a Go shared library, whose g lies where only the dynamic loader knows",
+  async fn() {
+    const library = await buildGoWorkload("cgo_chain", { buildmode: "c-shared" }, "-c-shared.so");
+    {
+      using elf = ElfFile.open(library);
+      assert.ok(hasGoBuildInfo(elf) && readGoBuildVersion(elf) !== null, "a Go file all the same");
+    }
+    const ebpf = new MemoryEbpfHandler();
+    assert.equal(load(library, ebpf), null);
+    assert.equal(ebpf.interpreterOffsets.size, 0);
+  },
+}));
+
+Deno.test(requiring([programs("go")], {
+  name: "goLoader() claims a position-independent Go executable",
+  async fn() {
+    const binary = await buildGoWorkload("labels", { ldflags: "-s -w", buildmode: "pie" }, "-pie-stripped");
+    const ebpf = new MemoryEbpfHandler();
+    assert.ok(load(binary, ebpf) !== null);
+    assert.equal(ebpf.interpreterOffsets.get(binary as FileId)?.program, UnwindProgram.GoLabels);
+  },
+}));

@@ -8,6 +8,10 @@ import { buildGoWorkload, tempDir, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
+import { u32Key } from "../lib/bpf/map.ts";
+import { Recorder } from "../lib/record/recorder.ts";
+import type { Pid } from "../lib/types.ts";
+import { GoLabelLayout, goProcInfoLayout } from "../support/types.ts";
 
 const CHAIN = ["main.a", "main.b", "main.c"];
 /** What tests/workloads/labels.go sets, and what a trace keeps of it (values cut to 64 bytes). */
@@ -165,6 +169,49 @@ Deno.test(requiring([tracing(), programs("go")], {
       }
       await workload.status;
       Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));
+
+Deno.test(requiring([tracing(), programs("go")], {
+  name: "the label reader follows Go 1.24's sorted slice of labels, ten at most, each cut to 64 bytes",
+  async fn() {
+    // Built by the installed Go, which keeps labels in a map: the workload lays its labels out as 1.24
+    // does, and the test tells BPF that this process has that layout.
+    const binary = await buildGoWorkload("labels_slice", { ldflags: "-s -w" }, "-stripped");
+    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const pid = workload.pid as Pid;
+      using recorder = Recorder.start({ frequencyHz: 99, pids: [pid] });
+      const procs = recorder.tracer.object.map("go_procs");
+      const record = new Uint8Array(goProcInfoLayout.sizeof);
+      assert.ok(procs.lookup(u32Key(pid), record), "the Go process has its record");
+      assert.equal(record[goProcInfoLayout.layout.offset], GoLabelLayout.Map, "go1.19 keeps a map");
+      record[goProcInfoLayout.layout.offset] = GoLabelLayout.Slice;
+      procs.update(u32Key(pid), record);
+      recorder.drain();
+      recorder.takeProfile({ reset: true }); // samples from before the change
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      recorder.stop();
+      const samples = recorder.takeProfile().samples.filter((sample) => sample.pid === pid);
+      const total = sum(samples.map((s) => s.count));
+      const expected = [
+        { key: "a" + "k".repeat(63), value: "v0" },
+        ...Array.from({ length: 9 }, (_, i) => ({ key: `k0${i + 1}`, value: `v${i + 1}` })),
+      ];
+      const labeled = sum(
+        samples.filter((s) => JSON.stringify(s.labels) === JSON.stringify(expected)).map((s) => s.count),
+      );
+      console.log(`Go 1.24 layout: ${labeled}/${total} samples with the first ten labels`);
+      assert.ok(total >= 50 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
+    } finally {
+      try {
+        workload.kill();
+      } catch {
+        // already exited
+      }
+      await workload.status;
     }
   },
 }));

@@ -26,9 +26,12 @@
 // at 16.
 #define GO_HMAP_B 9
 #define GO_HMAP_BUCKETS 16
-// Buckets looked at: a map of MAX_TRACE_LABELS labels has at most 2 (6.5 per bucket on average), and
-// overflow buckets are not followed; a set of more labels may lose some.
-#define GO_MAX_BUCKETS 4
+// Where a bucket's overflow pointer is: a bucket holds 8 entries, more of the same bucket go on in an
+// overflow bucket.
+#define GO_BUCKET_OVERFLOW (GO_BUCKET_SLOTS + 2 * GO_BUCKET_SLOTS * GO_STRING_BYTES)
+// Buckets and overflow buckets read: a map of MAX_TRACE_LABELS labels has 2 buckets (6.5 entries per
+// bucket at most on average), and one of them may overflow; a bigger set may lose labels past this.
+#define GO_MAX_BUCKET_READS 6
 // A label of the 1.24+ slice: key and value strings.
 #define GO_LABEL_PAIR_BYTES 32
 
@@ -108,21 +111,36 @@ __noinline int go_store_bucket(__u64 bucket, __u64 stored)
 }
 
 // The labels of a map[string]string (Go before 1.24) at `hmap`: how many were stored, -1 on a failed read.
+// The buckets in order, each followed by its overflow buckets, GO_MAX_BUCKET_READS in all. (A map being
+// grown keeps some entries in its old buckets, which are not read; label maps are small and stop growing
+// as they are built.)
 static __always_inline int read_label_map(__u64 hmap)
 {
+  __u32 zero = 0;
+  struct go_scratch *scratch = bpf_map_lookup_elem(&go_scratch, &zero);
   __u8 log2_buckets;
   __u64 buckets;
-  if (bpf_probe_read_user(&log2_buckets, sizeof(log2_buckets), (void *)(hmap + GO_HMAP_B)) ||
+  if (!scratch || bpf_probe_read_user(&log2_buckets, sizeof(log2_buckets), (void *)(hmap + GO_HMAP_B)) ||
       read_u64(hmap + GO_HMAP_BUCKETS, &buckets) || buckets == 0)
     return -1;
-  __u32 bucket_count = log2_buckets < 3 ? 1u << log2_buckets : GO_MAX_BUCKETS;
+  __u32 bucket_count = log2_buckets < 8 ? 1u << log2_buckets : 256;
+  __u32 next = 1;
+  __u64 bucket = buckets;
   int stored = 0;
-  for (__u32 b = 0; b < GO_MAX_BUCKETS; b++) {
-    if (b >= bucket_count || stored >= MAX_TRACE_LABELS)
-      break;
-    stored = go_store_bucket(buckets + b * GO_BUCKET_BYTES, stored);
+  for (int i = 0; i < GO_MAX_BUCKET_READS && stored < MAX_TRACE_LABELS; i++) {
+    stored = go_store_bucket(bucket, stored);
     if (stored < 0)
       return -1;
+    // go_store_bucket() left the bucket in the scratch.
+    __u64 overflow = *(__u64 *)&scratch->bucket[GO_BUCKET_OVERFLOW];
+    if (overflow) {
+      bucket = overflow;
+    } else if (next < bucket_count) {
+      bucket = buckets + (__u64)next * GO_BUCKET_BYTES;
+      next++;
+    } else {
+      break;
+    }
   }
   return stored;
 }

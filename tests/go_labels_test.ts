@@ -215,3 +215,43 @@ Deno.test(requiring([tracing(), programs("go")], {
     }
   },
 }));
+
+Deno.test(requiring([tracing(), programs("go")], {
+  name: "a goroutine with twelve labels, in two map buckets and maybe an overflow one, has ten of them",
+  async fn() {
+    const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+    const dir = tempDir();
+    const workload = new Deno.Command(binary, { args: ["30", "many"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const out = `${dir}/out.pb.gz`;
+      const { result } = await recordWatchingCpu(
+        ["record", "-p", String(workload.pid), "-o", out],
+        [{ pid: workload.pid }],
+        { interruptAfterCpuSeconds: 2 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+      const total = sum(samples.map((s) => s.count));
+      let complete = 0;
+      for (const { labels, count } of samples) {
+        const pairs = [...labels].filter(([key]) => key !== "comm");
+        // Ten of the twelve, each once and with its own value.
+        if (
+          pairs.length === 10 &&
+          pairs.every(([key, values]) => /^k(0\d|1[01])$/.test(key) && values.join() === `v${key.slice(1)}`)
+        ) complete += count;
+      }
+      console.log(`Go labels (12 set): ${complete}/${total} samples with ten of them`);
+      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} samples with ten labels`);
+    } finally {
+      try {
+        workload.kill();
+      } catch {
+        // already exited
+      }
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));

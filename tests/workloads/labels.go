@@ -1,7 +1,8 @@
 // Test workload with pprof labels: two goroutines run the known chain main.work -> main.a -> main.b ->
 // main.c under pprof.Do with labels of their own ("worker" alpha or beta, a shared "phase", and "long",
 // a value longer than a trace keeps), until the process has used SECONDS of CPU time; main then prints
-// `cpu_seconds=S`. Usage: labels SECONDS
+// `cpu_seconds=S`. With `many`, one goroutine runs the chain under twelve labels k00=v00 ... k11=v11, more
+// than a map bucket holds (8) and than a trace keeps (10). Usage: labels SECONDS [many]
 package main
 
 import (
@@ -61,6 +62,16 @@ func work(slot int, worker string, end float64, done *sync.WaitGroup) {
 	pprof.Do(context.Background(), labels, func(context.Context) { a(slot, end) })
 }
 
+//go:noinline
+func workMany(end float64, done *sync.WaitGroup) {
+	defer done.Done()
+	var pairs []string
+	for i := 0; i < 12; i++ {
+		pairs = append(pairs, fmt.Sprintf("k%02d", i), fmt.Sprintf("v%02d", i))
+	}
+	pprof.Do(context.Background(), pprof.Labels(pairs...), func(context.Context) { a(0, end) })
+}
+
 func main() {
 	seconds := 5.0
 	if len(os.Args) > 1 {
@@ -73,9 +84,14 @@ func main() {
 	}
 	end := cpuSeconds() + seconds
 	var done sync.WaitGroup
-	done.Add(2)
-	go work(0, "alpha", end, &done)
-	go work(1, "beta", end, &done)
+	if len(os.Args) > 2 && os.Args[2] == "many" {
+		done.Add(1)
+		go workMany(end, &done)
+	} else {
+		done.Add(2)
+		go work(0, "alpha", end, &done)
+		go work(1, "beta", end, &done)
+	}
 	done.Wait()
 	fmt.Printf("cpu_seconds=%.3f\n", cpuSeconds())
 }

@@ -111,9 +111,9 @@ __noinline int go_store_bucket(__u64 bucket, __u64 stored)
 }
 
 // The labels of a map[string]string (Go before 1.24) at `hmap`: how many were stored, -1 on a failed read.
-// The buckets in order, each followed by its overflow buckets, GO_MAX_BUCKET_READS in all. (A map being
-// grown keeps some entries in its old buckets, which are not read; label maps are small and stop growing
-// as they are built.)
+// The buckets in order, each followed by its overflow buckets, GO_MAX_BUCKET_READS in all. The old
+// buckets of a map being grown are not read: a grow from at most 2 buckets (maps under 27 entries) ends
+// within the insert that started it, and a label map is never written once built.
 static __always_inline int read_label_map(__u64 hmap)
 {
   __u32 zero = 0;

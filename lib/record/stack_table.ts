@@ -237,7 +237,7 @@ export class StackTable implements RecordSink {
         return;
       }
     }
-    let stack = this.#decode(view, offset);
+    let stack = this.#decode(view, offset, length);
     if (stack.frames.some((frame) => frame.symbol !== undefined)) {
       // Interpreter frames carry the instruction offset, so nearly every sample is a new trace: merge
       // traces that name the same functions and lines, and stop remembering raw forms past a budget so
@@ -264,7 +264,7 @@ export class StackTable implements RecordSink {
     this.#buckets.set(hash, entry);
   }
 
-  #decode(view: DataView, offset: number): Stack {
+  #decode(view: DataView, offset: number, length: number): Stack {
     const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
     const commBytes = new Uint8Array(view.buffer, view.byteOffset + offset + TRACE_COMM, COMM_LENGTH);
     const end = commBytes.indexOf(0);
@@ -352,6 +352,7 @@ export class StackTable implements RecordSink {
     const labels = decodeLabels(
       view,
       offset + TRACE_FRAMES + numFrames * FRAME_SIZE,
+      offset + length,
       view.getUint8(offset + TRACE_NUM_LABELS),
     );
     return {
@@ -366,12 +367,15 @@ export class StackTable implements RecordSink {
   }
 }
 
-/** The `count` labels (struct trace_label) at `at`, which BPF put behind a trace's frames. */
-function decodeLabels(view: DataView, at: number, count: number): SampleLabel[] {
+/**
+ * The `count` labels (struct trace_label) at `at`, which BPF put behind a trace's frames; those past `end`,
+ * the end of the record, are not there.
+ */
+function decodeLabels(view: DataView, at: number, end: number, count: number): SampleLabel[] {
   const labels: SampleLabel[] = [];
   for (let i = 0; i < count; i++) {
     const label = at + i * LABEL_SIZE;
-    if (label + LABEL_SIZE > view.byteLength) break;
+    if (label + LABEL_SIZE > end) break;
     const text = (field: number, length: number) =>
       decoder.decode(
         new Uint8Array(

@@ -1,7 +1,7 @@
 // The Go label reader. Go code is unwound natively (frame pointers); what BPF adds for Go is the pprof
-// labels of the sampled goroutine (pprof.Do, pprof.SetGoroutineLabels). The native unwinder tail-calls
-// this program when it reaches runtime.goexit, the return address at the root of every goroutine's stack
-// (the host declares goexit as the "interpreter loop" of Go executables); it copies the labels into
+// labels of the sampled goroutine (pprof.Do, pprof.SetGoroutineLabels). The host declares the Go text of
+// an executable as its "interpreter loop", and this program runs once per trace (PROG_ONCE_PER_TRACE):
+// the native unwinder tail-calls it at the trace's first frame of Go code; it copies the labels into
 // trace_labels, which trace_send() appends to the trace, and hands back to the native unwinder.
 //
 // The walk: the current g from the thread's TLS (fsbase + tls_g_offset), then g.m.curg (the user
@@ -200,7 +200,7 @@ int unwind_go_labels(struct bpf_perf_event_data *ctx)
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
   __u32 pid = trace->hdr.pid;
-  // Whatever happens here, the native unwinder takes goexit's own frame next.
+  // Whatever happens here, the native unwinder takes this Go frame next.
   state->interpreter_done = 1;
   if (interpreter_walk_begins(state, PROG_UNWIND_GO_LABELS)) {
     struct go_proc_info *info = bpf_map_lookup_elem(&go_procs, &pid);

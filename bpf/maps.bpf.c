@@ -48,6 +48,7 @@ char LICENSE[] SEC("license") = "GPL";
 struct btf_export {
   enum frame_marker frame_marker;
   enum unwind_program unwind_program;
+  enum unwind_program_once unwind_program_once;
   enum trace_origin trace_origin;
   enum event_kind event_kind;
   enum frame_flag frame_flag;

@@ -42,6 +42,12 @@ enum unwind_program {
   PROG_UNWIND_COUNT = 0xa,
 };
 
+// The programs of enum unwind_program that run once per trace, at the first frame in one of their files'
+// ranges, and not at every such frame: readers of the thread's state (Go's labels), not unwinders.
+enum unwind_program_once {
+  PROG_ONCE_PER_TRACE = 1 << PROG_UNWIND_GO_LABELS,
+};
+
 enum trace_origin {
   TRACE_ORIGIN_UNKNOWN = 0x0,
   TRACE_ORIGIN_SAMPLING = 0x1,
@@ -113,7 +119,7 @@ enum metric_id {
   METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
   METRIC_PYTHON_READ_FAILED = 23,   // interpreter memory could not be read: the Python walk stopped
   METRIC_GO_LABEL_SETS = 24,        // samples whose goroutine had pprof labels
-  METRIC_GO_NO_PROC_INFO = 25,      // a Go goroutine's root frame in a process without a go_procs record
+  METRIC_GO_NO_PROC_INFO = 25,      // Go code sampled in a process without a go_procs record
   METRIC_GO_READ_FAILED = 26,       // the runtime's memory could not be read: the labels were left out
   METRIC_COUNT = 27,
 };

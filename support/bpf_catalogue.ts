@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 500, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 508, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,

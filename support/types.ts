@@ -417,5 +417,5 @@ export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelName
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 464,
+  tracer_config: 472,
 } as const;

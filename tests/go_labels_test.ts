@@ -79,69 +79,81 @@ function pprofTags(file: string): Map<string, Map<string, number>> {
 
 const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
 
-Deno.test(requiring([tracing(), programs("go")], {
-  name:
-    "record -p PID of a stripped Go program under pprof.Do labels writes each goroutine's labels per sample",
-  async fn() {
-    const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
-    const dir = tempDir();
-    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const out = `${dir}/out.pb.gz`;
-      const { result, start, end, steal } = await recordWatchingCpu(
-        ["record", "-p", String(workload.pid), "-o", out],
-        [{ pid: workload.pid }],
-        { interruptAfterCpuSeconds: 4 },
-      );
-      assert.equal(result.code, 0, result.stderr);
-      assert.ok(end[0], "the workload outlived the recording");
-      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-      const total = sum(samples.map((s) => s.count));
-      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "Go labels");
-
-      let labeled = 0;
-      const perWorker = new Map<string, number>();
-      for (const { functions, labels, count } of samples) {
-        const worker = labels.get("worker") ?? [];
-        // One value per key: samples of the two goroutines are never merged into one.
-        assert.ok(worker.length <= 1, `a sample with workers ${worker.join(", ")}`);
-        const complete = worker.length === 1 && WORKERS.includes(worker[0]!) &&
-          labels.get("phase")?.join() === PHASE && labels.get("long")?.join() === LONG;
-        if (complete) {
-          labeled += count;
-          perWorker.set(worker[0]!, (perWorker.get(worker[0]!) ?? 0) + count);
-        }
-        // The labels are the goroutines' only: the chain runs under them, and nothing else has them.
-        if (complete) assert.ok(hasChain(functions), `labelled stack ${functions.join(";")}`);
-      }
-      console.log(
-        `Go labels: ${labeled}/${total} samples labelled (${
-          [...perWorker].map(([w, n]) => `${w} ${n}`).join(", ")
-        })`,
-      );
-      assert.ok(total > 0 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
-      for (const worker of WORKERS) assert.ok((perWorker.get(worker) ?? 0) > 0, `no sample of ${worker}`);
-
-      const tags = pprofTags(out);
-      const workers = tags.get("worker");
-      assert.ok(workers !== undefined, `go tool pprof -tags lists no worker: ${[...tags.keys()].join(", ")}`);
-      assert.deepEqual([...workers.keys()].sort(), WORKERS);
-      assert.equal(sum(workers.values()), labeled);
-      assert.deepEqual([...tags.get("phase")!], [[PHASE, labeled]]);
-      assert.deepEqual([...tags.get("long")!], [[LONG, labeled]]);
-      assert.equal(sum(tags.get("pid")!.values()), total);
-    } finally {
+// Linked by Go, and by the system linker as every cgo program is: then the file's .eh_frame covers only
+// the C start-up code, and unwinding stops at the first Go frame, so the labels must not wait for the
+// root of the goroutine's stack.
+for (const external of [false, true]) {
+  const linking = external ? "linked by the system linker" : "linked by Go";
+  Deno.test(requiring([tracing(), programs(...(external ? ["go", "gcc"] : ["go"]))], {
+    name:
+      `record -p PID of a stripped Go program (${linking}) under pprof.Do labels writes each goroutine's labels per sample`,
+    async fn() {
+      const binary = external
+        ? await buildGoWorkload("labels", { ldflags: "-s -w -linkmode=external" }, "-external-stripped")
+        : await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
       try {
-        workload.kill();
-      } catch {
-        // already exited
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 4 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = sum(samples.map((s) => s.count));
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "Go labels");
+
+        let labeled = 0;
+        const perWorker = new Map<string, number>();
+        for (const { functions, labels, count } of samples) {
+          const worker = labels.get("worker") ?? [];
+          // One value per key: samples of the two goroutines are never merged into one.
+          assert.ok(worker.length <= 1, `a sample with workers ${worker.join(", ")}`);
+          const complete = worker.length === 1 && WORKERS.includes(worker[0]!) &&
+            labels.get("phase")?.join() === PHASE && labels.get("long")?.join() === LONG;
+          if (complete) {
+            labeled += count;
+            perWorker.set(worker[0]!, (perWorker.get(worker[0]!) ?? 0) + count);
+          }
+          // The labels are the goroutines' only: the chain runs under them, and nothing else has them.
+          // (Linked by the system linker, the stack ends at its first Go frame: the labels' values tell.)
+          if (complete && !external) assert.ok(hasChain(functions), `labelled ${functions.join(";")}`);
+        }
+        console.log(
+          `Go labels (${linking}): ${labeled}/${total} samples labelled (${
+            [...perWorker].map(([w, n]) => `${w} ${n}`).join(", ")
+          })`,
+        );
+        assert.ok(total > 0 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
+        for (const worker of WORKERS) assert.ok((perWorker.get(worker) ?? 0) > 0, `no sample of ${worker}`);
+
+        const tags = pprofTags(out);
+        const workers = tags.get("worker");
+        assert.ok(
+          workers !== undefined,
+          `go tool pprof -tags lists no worker: ${[...tags.keys()].join(", ")}`,
+        );
+        assert.deepEqual([...workers.keys()].sort(), WORKERS);
+        assert.equal(sum(workers.values()), labeled);
+        assert.deepEqual([...tags.get("phase")!], [[PHASE, labeled]]);
+        assert.deepEqual([...tags.get("long")!], [[LONG, labeled]]);
+        assert.equal(sum(tags.get("pid")!.values()), total);
+      } finally {
+        try {
+          workload.kill();
+        } catch {
+          // already exited
+        }
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
       }
-      await workload.status;
-      Deno.removeSync(dir, { recursive: true });
-    }
-  },
-}));
+    },
+  }));
+}
 
 Deno.test(requiring([tracing(), programs("go")], {
   name: "record of a stripped Go program without labels writes no labels but pid, tid and comm",

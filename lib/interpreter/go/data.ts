@@ -1,5 +1,5 @@
 /**
- * Per-file Go state: the release, its label offsets, where g is in TLS and `runtime.goexit`; and
+ * Per-file Go state: the release, its label offsets, where g is in TLS and the Go text; and
  * {@linkcode GoData.attach}, which writes a process's `go_procs` record. Nothing of a Go process needs
  * reading from its memory on the host: the record is the same for every process of the file.
  *
@@ -25,8 +25,8 @@ export interface GoFileFacts {
   readonly offsets: GoLabelOffsets;
   /** g's offset from the thread pointer. */
   readonly tlsGOffset: number;
-  /** ELF address range of `runtime.goexit`. */
-  readonly goexit: AddressRange;
+  /** ELF address range of the Go functions. */
+  readonly text: AddressRange;
 }
 
 /** The `struct go_proc_info` of a process of a file with `facts`. */

@@ -1,8 +1,8 @@
 /**
  * Recognises Go executables (by their `.go.buildinfo` section and `.gopclntab`, both kept in stripped
  * binaries) and reads what the label reader needs of one: the release's offsets, where g is in TLS, and
- * `runtime.goexit`, the root of every goroutine's stack, which it declares as the file's "interpreter
- * loop" so that the native unwinder hands each goroutine's trace to the label reader there once.
+ * the Go text, which it declares as the file's "interpreter loop": the label reader runs once per trace
+ * (`PROG_ONCE_PER_TRACE` in bpf/types.h), at the first Go frame the native unwinder meets.
  *
  * @example
  * ```ts ignore
@@ -21,7 +21,6 @@ import { GoData } from "./data.ts";
 import { goLabelOffsets, MAX_GO_MINOR, MIN_GO_MINOR } from "./offsets.ts";
 import { goTlsOffset } from "./tls.ts";
 
-const GOEXIT = "runtime.goexit";
 const PT_INTERP = 3;
 
 /**
@@ -33,25 +32,28 @@ function isExecutable(elf: ElfFile): boolean {
 }
 
 /**
- * The ELF address range of `runtime.goexit` in `elf`, from `.gopclntab`, or null when the table has no
- * such function.
+ * The ELF address range of the Go functions of `elf` (from the first one's entry to the last one's end,
+ * as `.gopclntab` lists them in address order), or null when the table lists none.
  *
  * @throws {RangeError} when the table is malformed.
  */
-export function findGoexit(elf: ElfFile): AddressRange | null {
+export function findGoText(elf: ElfFile): AddressRange | null {
   const symbols = GoSymbols.read(elf);
   if (symbols === null) return null;
+  let start = Infinity;
+  let end = 0;
   for (const f of symbols.functions()) {
-    if (f.name === GOEXIT) return { start: f.entry, end: f.end };
+    start = Math.min(start, f.entry);
+    end = Math.max(end, f.end);
   }
-  return null;
+  return end > start ? { start, end } : null;
 }
 
 /**
  * The Go facts of `elf`, or null when it is not a Go executable (a Go shared library is not one).
  *
- * @throws {RangeError} when it is one that cannot be supported: an unknown release, no goexit, g not
- * found in TLS.
+ * @throws {RangeError} when it is one that cannot be supported: an unknown release, no Go functions, g
+ * not found in TLS.
  */
 export function detectGoFile(elf: ElfFile): GoData | null {
   if (!hasGoBuildInfo(elf) || !isExecutable(elf)) return null;
@@ -63,9 +65,9 @@ export function detectGoFile(elf: ElfFile): GoData | null {
       `Cannot read labels of ${version.text} in ${elf.name}: offsets known for go1.${MIN_GO_MINOR}-go1.${MAX_GO_MINOR}`,
     );
   }
-  const goexit = findGoexit(elf);
-  if (goexit === null) throw new RangeError(`Cannot find ${GOEXIT} in the .gopclntab of ${elf.name}`);
-  return new GoData(elf.name, { version, offsets, tlsGOffset: goTlsOffset(elf), goexit });
+  const text = findGoText(elf);
+  if (text === null) throw new RangeError(`Cannot find Go functions in the .gopclntab of ${elf.name}`);
+  return new GoData(elf.name, { version, offsets, tlsGOffset: goTlsOffset(elf), text });
 }
 
 /** The Go runtime's {@linkcode Loader}. */
@@ -75,6 +77,6 @@ export const goLoader: Loader = (ebpf: EbpfHandler, info: LoaderInfo): GoData | 
   if (!hasGoBuildInfo(elf)) return null;
   const data = detectGoFile(elf);
   if (data === null) return null;
-  ebpf.updateInterpreterOffsets(UnwindProgram.GoLabels, info.fileId, [data.facts.goexit]);
+  ebpf.updateInterpreterOffsets(UnwindProgram.GoLabels, info.fileId, [data.facts.text]);
   return data;
 };

@@ -10,19 +10,22 @@ import { hasGoBuildInfo, readGoBuildVersion } from "./build_info.ts";
 import { goLoader } from "./loader.ts";
 import type { GoData } from "./data.ts";
 
-/** runtime.goexit's address and size in `binary`'s symbol table, as `go tool nm -size` lists it. */
-function goexitSymbol(binary: string): { address: number; size: number } {
+/** The text symbols (T) of `binary` with their addresses and sizes, as `go tool nm -size` lists them. */
+function textSymbols(binary: string): Map<string, { address: number; size: number }> {
   const result = new Deno.Command("go", {
     args: ["tool", "nm", "-size", binary],
     env: { GOTOOLCHAIN: "local" },
   })
     .outputSync();
   assert.ok(result.success, new TextDecoder().decode(result.stderr));
-  const line = new TextDecoder().decode(result.stdout).split("\n")
-    .find((line) => / T runtime\.goexit(\.abi0)?$/.test(line));
-  assert.ok(line !== undefined, `no runtime.goexit in ${binary}`);
-  const [address, size] = line.trim().split(/\s+/);
-  return { address: parseInt(address!, 16), size: Number(size) };
+  const symbols = new Map<string, { address: number; size: number }>();
+  for (const line of new TextDecoder().decode(result.stdout).split("\n")) {
+    const [address, size, type, name] = line.trim().split(/\s+/);
+    if (type === "T" && name !== undefined) {
+      symbols.set(name, { address: parseInt(address!, 16), size: Number(size) });
+    }
+  }
+  return symbols;
 }
 
 function load(binary: string, ebpf: MemoryEbpfHandler): GoData | null {
@@ -31,11 +34,12 @@ function load(binary: string, ebpf: MemoryEbpfHandler): GoData | null {
 }
 
 Deno.test(requiring([programs("go")], {
-  name: "goLoader() claims a stripped Go binary and declares runtime.goexit as the label reader's place",
+  name: "goLoader() claims a stripped Go binary and declares its Go text as the label reader's place",
   async fn() {
     const withSymbols = await buildGoWorkload("labels", {}, "-symbols");
     const stripped = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
-    const symbol = goexitSymbol(withSymbols);
+    const symbols = textSymbols(withSymbols);
+    assert.ok(symbols.has("main.c") && symbols.has("runtime.goexit.abi0"), "the workload's functions");
     for (const binary of [withSymbols, stripped]) {
       const ebpf = new MemoryEbpfHandler();
       const data = load(binary, ebpf);
@@ -44,9 +48,14 @@ Deno.test(requiring([programs("go")], {
       assert.equal(declared?.program, UnwindProgram.GoLabels);
       assert.equal(declared.ranges.length, 1);
       const [range] = declared.ranges;
-      // .gopclntab ends a function where the next begins, past the padding the symbol's size leaves out.
-      assert.equal(range!.start, symbol.address, binary);
-      assert.ok(range!.end >= symbol.address + symbol.size && range!.end < symbol.address + 64, binary);
+      // From the first Go function to the end of the last: every text symbol, and no more than .text.
+      const starts = [...symbols.values()].map((symbol) => symbol.address);
+      const ends = [...symbols.values()].map((symbol) => symbol.address + symbol.size);
+      assert.equal(range!.start, Math.min(...starts), binary);
+      assert.ok(range!.end >= Math.max(...ends), binary);
+      using elf = ElfFile.open(binary);
+      const text = elf.section(".text")!;
+      assert.ok(range!.start >= text.addr && range!.end <= text.addr + text.size, binary);
       assert.equal(data.facts.tlsGOffset, -8);
 
       data.attach(ebpf, 4242 as Pid);

@@ -121,8 +121,11 @@ static __always_inline int read_label_map(__u64 hmap)
   __u8 log2_buckets;
   __u64 buckets;
   if (!scratch || bpf_probe_read_user(&log2_buckets, sizeof(log2_buckets), (void *)(hmap + GO_HMAP_B)) ||
-      read_u64(hmap + GO_HMAP_BUCKETS, &buckets) || buckets == 0)
+      read_u64(hmap + GO_HMAP_BUCKETS, &buckets))
     return -1;
+  // A small map gets its bucket with its first entry: none yet, no labels.
+  if (buckets == 0)
+    return 0;
   __u32 bucket_count = log2_buckets < 8 ? 1u << log2_buckets : 256;
   __u32 next = 1;
   __u64 bucket = buckets;
@@ -176,7 +179,7 @@ static __always_inline int read_goroutine_labels(const struct go_proc_info *info
     return g == 0 ? 0 : -1;
   if (m == 0 || read_u64(m + info->m_curg, &curg))
     return m == 0 ? 0 : -1;
-  // No user goroutine: the thread runs the scheduler or a system goroutine's g0 work.
+  // No goroutine on this thread: the scheduler, or a thread of the runtime's own such as sysmon.
   if (curg == 0)
     return 0;
   if (read_u64(curg + info->g_labels, &labels))

@@ -1,9 +1,10 @@
 /**
  * Where each Go release keeps what the BPF label reader follows (`struct go_proc_info`, bpf/types.h):
  * `g.m`, `m.curg`, `g.labels`, and what `g.labels` points at. The runtime's structs are internal, change
- * between releases and are not described in stripped binaries, so the offsets are per release (amd64),
- * from the runtime's sources (`runtime/runtime2.go`, `runtime/pprof/label.go`); they agree with the
- * OpenTelemetry eBPF profiler's table.
+ * between releases and are not described in stripped binaries, so the offsets are per release (amd64), as
+ * the OpenTelemetry eBPF profiler's table has them (read from each release's DWARF); the layout change of
+ * 1.24 is `runtime/pprof/label.go`'s. offsets_test.ts checks the installed Go's entry against the DWARF of
+ * a binary it builds (go1.19 here).
  *
  * @example
  * ```ts

@@ -20,5 +20,8 @@ export const goRuntime: Runtime = {
   loader: goLoader,
   unwinder: { slot: "GoLabels", program: "unwind_go_labels" },
   processMap: "go_procs",
-  check: { name: "Go labels", run: () => `go1.${MIN_GO_MINOR}-go1.${MAX_GO_MINOR}` },
+  check: {
+    name: "Go labels",
+    run: () => `pprof labels of goroutines, go1.${MIN_GO_MINOR}-go1.${MAX_GO_MINOR}`,
+  },
 };

@@ -494,6 +494,13 @@ Deno.test("a sample's labels are string labels of the published schema, after pi
       { locations: [0], count: 1, pid: 7, tid: 8, comm: "labels" },
     ],
   };
+  const shadowing: Profile = {
+    ...profile,
+    samples: [{
+      ...profile.samples[0]!,
+      labels: [{ key: "comm", value: "other" }, { key: "pid", value: "1" }],
+    }],
+  };
   const decoded = decodePprofBySchema(encodePprof(profile));
   const strings = decoded.stringTable;
   const labels = decoded.sample.map((sample) =>

@@ -514,6 +514,10 @@ Deno.test("a sample's labels are string labels of the published schema, after pi
     ["pid#7", "tid#8", "comm=labels", "worker=alpha"],
     ["pid#7", "tid#8", "comm=labels", "worker=beta"],
     ["pid#7", "tid#8", "comm=labels"],
-  ]); // And omniprof's reader gives them back.
+  ]);
+  // And omniprof's reader gives them back.
   assert.deepEqual(decodePprof(encodePprof(profile)).samples, profile.samples);
+  // A label named as the profiler's own is left out.
+  const [only] = decodePprofBySchema(encodePprof(shadowing)).sample;
+  assert.equal(only!.label.length, 3);
 });

@@ -18,6 +18,7 @@ struct reported_pids_map reported_pids SEC(".maps");
 struct loaded_files_map loaded_files SEC(".maps");
 struct reported_files_map reported_files SEC(".maps");
 struct interpreter_offsets_map interpreter_offsets SEC(".maps");
+struct trace_labels_map trace_labels SEC(".maps");
 struct stack_delta_outer_8 exe_id_to_8_stack_deltas SEC(".maps");
 struct stack_delta_outer_9 exe_id_to_9_stack_deltas SEC(".maps");
 struct stack_delta_outer_10 exe_id_to_10_stack_deltas SEC(".maps");
@@ -66,5 +67,6 @@ struct btf_export {
   struct pid_page_mapping_key pid_page_mapping_key;
   struct pid_page_mapping_info pid_page_mapping_info;
   struct interpreter_offsets interpreter_offsets;
+  struct trace_label trace_label;
 };
 const volatile struct btf_export btf_export = {};

@@ -182,6 +182,14 @@ struct interpreter_offsets_map {
   __type(value, struct interpreter_offsets);
 };
 
+// Per CPU, as trace_scratch is: the labels of the trace being built (trace.num_labels of them).
+struct trace_labels_map {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct trace_labels);
+};
+
 struct reported_pids_map {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 8192);
@@ -240,6 +248,8 @@ extern struct loaded_files_map loaded_files SEC(".maps");
 extern struct reported_files_map reported_files SEC(".maps");
 // File id -> where its interpreter loop is (files of interpreters only).
 extern struct interpreter_offsets_map interpreter_offsets SEC(".maps");
+// The labels a runtime read for this CPU's trace, until the trace is sent.
+extern struct trace_labels_map trace_labels SEC(".maps");
 // When a process was last reported to the host (rate limit).
 extern struct reported_pids_map reported_pids SEC(".maps");
 

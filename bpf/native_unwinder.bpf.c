@@ -48,6 +48,10 @@ static __always_inline void cache_interpreter_ranges(struct unwind_state *state)
 
 static __always_inline int in_interpreter(struct unwind_state *state, __u64 vaddr)
 {
+  // A program that asked not to be called again in this trace: its files' code is native from now on.
+  __u8 program = state->mapping_interpreter;
+  if (program < PROG_UNWIND_COUNT && (state->interpreters_done & (1u << program)))
+    return 0;
   // A return address may be just past the loop's last call: look at the call itself.
   __u64 at = state->return_address ? vaddr - 1 : vaddr;
   for (int i = 0; i < INTERPRETER_RANGES; i++) {

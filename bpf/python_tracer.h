@@ -20,10 +20,10 @@ enum python_unwind_program {
 
 // Its counters in the `metrics` array, from the runtimes' range of enum metric_id.
 enum python_metric_id {
-  METRIC_PYTHON_FRAMES = 20,          // Python frames recorded
-  METRIC_PYTHON_NO_PROC_INFO = 21,    // the eval loop ran in a process without a python_procs record
-  METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
-  METRIC_PYTHON_READ_FAILED = 23,     // interpreter memory could not be read: the Python walk stopped
+  METRIC_PYTHON_FRAMES = 32,          // Python frames recorded
+  METRIC_PYTHON_NO_PROC_INFO = 33,    // the eval loop ran in a process without a python_procs record
+  METRIC_PYTHON_NO_THREAD_STATE = 34, // a thread in the eval loop whose PyThreadState was not found
+  METRIC_PYTHON_READ_FAILED = 35,     // interpreter memory could not be read: the Python walk stopped
 };
 
 _Static_assert(FRAME_MARKER_PYTHON < FRAME_MARKER_ERROR_BIT, "a frame marker below the error bit");

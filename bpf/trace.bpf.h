@@ -25,6 +25,13 @@ static __always_inline int trace_context_get(struct trace_context *tc)
 _Static_assert(PROG_UNWIND_COUNT <= sizeof(((struct unwind_state *)0)->interpreters_started) * 8,
                "unwind_state.interpreters_started has a bit per unwind program");
 
+// Asks the native unwinder not to hand frames of `program`'s files to it again in this trace: for a
+// program that reads the thread's state once (Go's labels) rather than unwinding frames.
+static __always_inline void interpreter_done_for_trace(struct unwind_state *state, __u32 program)
+{
+  state->interpreters_done |= (__u16)(1 << program);
+}
+
 // Whether the interpreter unwinder `program` runs for the first time in this trace (and from now on, that
 // it has): its per-CPU scratch still holds an earlier trace's walk, which it must start afresh.
 static __always_inline int interpreter_walk_begins(struct unwind_state *state, __u32 program)
@@ -44,6 +51,20 @@ static __always_inline void trace_send(struct trace *trace)
   if (n > MAX_FRAMES)
     n = MAX_FRAMES;
   __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
+  __u32 labels = trace->num_labels;
+  if (labels) {
+    // Behind the last frame, where label_room leaves space for them whatever the number of frames.
+    __u32 zero = 0;
+    struct trace_labels *read = bpf_map_lookup_elem(&trace_labels, &zero);
+    if (labels > MAX_TRACE_LABELS)
+      labels = MAX_TRACE_LABELS;
+    __u64 bytes = (__u64)labels * sizeof(struct trace_label);
+    if (read && bytes <= sizeof(read->labels) &&
+        !bpf_probe_read_kernel((char *)trace + size, bytes, read->labels))
+      size += bytes;
+    else
+      trace->num_labels = 0;
+  }
   // No wakeup: the host drains the ring buffer on a slow timer, so waking it per sample would only cost;
   // but once the buffer is half full it must drain before traces are lost.
   __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2

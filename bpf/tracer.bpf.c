@@ -103,6 +103,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   trace->kernel_frames = 0;
   trace->origin = TRACE_ORIGIN_SAMPLING;
   trace->stop_reason = UNWIND_STOP_NONE;
+  trace->num_labels = 0;
   state->return_address = 0;
   state->tail_calls = 0;
   state->mapping_start = 0;
@@ -115,6 +116,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->interpreter_done = 0;
   state->process_reported = 0;
   state->interpreters_started = 0;
+  state->interpreters_done = 0;
 
   int user_regs_found;
   if (in_user_mode(&ctx->regs)) {

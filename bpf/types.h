@@ -27,7 +27,9 @@ enum frame_marker {
 enum unwind_program {
   PROG_UNWIND_STOP = 0x0,
   PROG_UNWIND_NATIVE = 0x1,
-  PROG_UNWIND_COUNT = 0x9,
+  // Slots from PROG_UNWIND_NATIVE + 1 to PROG_UNWIND_COUNT - 1 are the runtimes': each runtime's header
+  // (bpf/<name>_tracer.h) declares its own.
+  PROG_UNWIND_COUNT = 0xa,
 };
 
 enum trace_origin {
@@ -98,8 +100,8 @@ enum metric_id {
   METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
-  METRIC_RUNTIMES_FIRST = 20,
-  METRIC_COUNT = 40,
+  METRIC_RUNTIMES_FIRST = 32,
+  METRIC_COUNT = 64,
 };
 
 enum limits {
@@ -137,6 +139,9 @@ enum stack_delta_constants {
   KNOWN_PIDS_MAX_ENTRIES = 32768,
   LOADED_FILES_MAX_ENTRIES = 16384,
   INTERPRETER_OFFSETS_MAX_ENTRIES = 4096,
+  // Labels a trace carries (key and value each cut to TRACE_LABEL_BYTES): more than pprof.Do users set.
+  MAX_TRACE_LABELS = 10,
+  TRACE_LABEL_BYTES = 64,
 };
 
 // Special rules, stored in stack_delta.unwind_info with DELTA_COMMAND_FLAG.
@@ -184,8 +189,25 @@ struct event_header {
   __u32 tid;           // thread id
 };
 
-// A sampled stack. The ring buffer record holds only frames[0..num_frames); kernel frames first (leaf
-// first), then user frames (leaf first).
+// A key/value label of a trace (a Go pprof label): the lengths say how much of each array is used, the
+// rest is zero, so that equal labels are equal bytes.
+struct trace_label {
+  __u8 key_len;
+  __u8 value_len;
+  __u8 pad[6];
+  char key[TRACE_LABEL_BYTES];
+  char value[TRACE_LABEL_BYTES];
+};
+
+// The labels a runtime read for the trace being built (per-CPU trace_labels): copied behind the trace's
+// frames when it is sent.
+struct trace_labels {
+  struct trace_label labels[MAX_TRACE_LABELS];
+};
+
+// A sampled stack. The ring buffer record holds frames[0..num_frames) and right behind them num_labels
+// labels (struct trace_label); kernel frames first (leaf first), then user frames (leaf first). Labels
+// being part of the record, traces with different labels never count as the same stack.
 struct trace {
   struct event_header hdr;
   char comm[COMM_LEN];
@@ -193,8 +215,11 @@ struct trace {
   __u16 kernel_frames;
   __u8 origin;         // enum trace_origin
   __u8 stop_reason;    // enum unwind_stop_reason
-  __u8 pad[2];
+  __u8 num_labels;     // set by a runtime's program (trace_labels), at most MAX_TRACE_LABELS
+  __u8 pad;
   struct frame frames[MAX_FRAMES];
+  // Room for the labels behind the last frame the trace may have.
+  struct trace_label label_room[MAX_TRACE_LABELS];
 };
 
 // Process lifecycle: exec (re-read the mappings), exit (forget them), fork (inherit the parent's).
@@ -336,7 +361,10 @@ struct unwind_state {
   // Bit 1 << enum unwind_program for each interpreter unwinder that has begun its walk in this trace:
   // cleared when a trace starts, so that an unwinder knows whether its own scratch is from this trace.
   __u16 interpreters_started;
-  __u8 pad1[4];
+  // Bit 1 << enum unwind_program for each program that asked not to be called again in this trace: a
+  // reader of the thread's state that runs once, at the first frame of its files (Go's labels).
+  __u16 interpreters_done;
+  __u8 pad1[2];
   // The last mapping found in the trie ([mapping_start, mapping_end), empty at the start of a trace):
   // consecutive frames are mostly in the same file, and a trie lookup costs more than a compare.
   __u64 mapping_start;

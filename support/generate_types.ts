@@ -34,6 +34,7 @@ const SPEC = {
     "pid_page_mapping_key",
     "pid_page_mapping_info",
     "interpreter_offsets",
+    "trace_label",
     "kernel_name_batch",
   ],
   enums: [

@@ -10,17 +10,19 @@ export const eventHeaderLayout = {
   tid: { offset: 20, size: 4 }, // __u32
 } as const;
 
-/** Layout of C `struct trace` (4656 bytes). */
+/** Layout of C `struct trace` (6016 bytes). */
 export const traceLayout = {
-  sizeof: 4656,
+  sizeof: 6016,
   hdr: { offset: 0, size: 24 }, // struct event_header
   comm: { offset: 24, size: 16, count: 16, elementSize: 1 }, // char[16]
   num_frames: { offset: 40, size: 2 }, // __u16
   kernel_frames: { offset: 42, size: 2 }, // __u16
   origin: { offset: 44, size: 1 }, // __u8
   stop_reason: { offset: 45, size: 1 }, // __u8
-  pad: { offset: 46, size: 2, count: 2, elementSize: 1 }, // __u8[2]
+  num_labels: { offset: 46, size: 1 }, // __u8
+  pad: { offset: 47, size: 1 }, // __u8
   frames: { offset: 48, size: 4608, count: 192, elementSize: 24 }, // struct frame[192]
+  label_room: { offset: 4656, size: 1360, count: 10, elementSize: 136 }, // struct trace_label[10]
 } as const;
 
 /** Layout of C `struct frame` (24 bytes). */
@@ -131,6 +133,16 @@ export const interpreterOffsetsLayout = {
   pad: { offset: 33, size: 7, count: 7, elementSize: 1 }, // __u8[7]
 } as const;
 
+/** Layout of C `struct trace_label` (136 bytes). */
+export const traceLabelLayout = {
+  sizeof: 136,
+  key_len: { offset: 0, size: 1 }, // __u8
+  value_len: { offset: 1, size: 1 }, // __u8
+  pad: { offset: 2, size: 6, count: 6, elementSize: 1 }, // __u8[6]
+  key: { offset: 8, size: 64, count: 64, elementSize: 1 }, // char[64]
+  value: { offset: 72, size: 64, count: 64, elementSize: 1 }, // char[64]
+} as const;
+
 /** Layout of C `struct kernel_name_batch` (8712 bytes). */
 export const kernelNameBatchLayout = {
   sizeof: 8712,
@@ -138,6 +150,17 @@ export const kernelNameBatchLayout = {
   pad: { offset: 4, size: 4 }, // __u32
   addresses: { offset: 8, size: 512, count: 64, elementSize: 8 }, // __u64[64]
   names: { offset: 520, size: 8192, count: 64, elementSize: 128 }, // char[64][128]
+} as const;
+
+/** Layout of C `struct go_proc_info` (16 bytes). */
+export const goProcInfoLayout = {
+  sizeof: 16,
+  tls_g_offset: { offset: 0, size: 8 }, // __s64
+  g_m: { offset: 8, size: 2 }, // __u16
+  m_curg: { offset: 10, size: 2 }, // __u16
+  g_labels: { offset: 12, size: 2 }, // __u16
+  layout: { offset: 14, size: 1 }, // __u8
+  pad: { offset: 15, size: 1, count: 1, elementSize: 1 }, // __u8[1]
 } as const;
 
 /** Layout of C `struct python_proc_info` (40 bytes). */
@@ -178,7 +201,7 @@ export type FrameMarker = (typeof FrameMarker)[keyof typeof FrameMarker];
 export const UnwindProgram = {
   Stop: 0,
   Native: 1,
-  Count: 9,
+  Count: 10,
 } as const;
 /** One value of {@linkcode UnwindProgram}. */
 export type UnwindProgram = (typeof UnwindProgram)[keyof typeof UnwindProgram];
@@ -251,8 +274,8 @@ export const MetricId = {
   UnwindSignalFrames: 17,
   SelfSkipped: 18,
   UnwindFilePending: 19,
-  RuntimesFirst: 20,
-  Count: 40,
+  RuntimesFirst: 32,
+  Count: 64,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -296,6 +319,8 @@ export const StackDeltaConstants = {
   KnownPidsMaxEntries: 32768,
   LoadedFilesMaxEntries: 16384,
   InterpreterOffsetsMaxEntries: 4096,
+  MaxTraceLabels: 10,
+  TraceLabelBytes: 64,
 } as const;
 /** One value of {@linkcode StackDeltaConstants}. */
 export type StackDeltaConstants = (typeof StackDeltaConstants)[keyof typeof StackDeltaConstants];
@@ -342,6 +367,37 @@ export const KernelNameLimits = {
 /** One value of {@linkcode KernelNameLimits}. */
 export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelNameLimits];
 
+/** Values of C `enum go_unwind_program`. */
+export const GoUnwindProgram = {
+  Labels: 9,
+} as const;
+/** One value of {@linkcode GoUnwindProgram}. */
+export type GoUnwindProgram = (typeof GoUnwindProgram)[keyof typeof GoUnwindProgram];
+
+/** Values of C `enum go_metric_id`. */
+export const GoMetricId = {
+  LabelSets: 36,
+  NoProcInfo: 37,
+  ReadFailed: 38,
+} as const;
+/** One value of {@linkcode GoMetricId}. */
+export type GoMetricId = (typeof GoMetricId)[keyof typeof GoMetricId];
+
+/** Values of C `enum go_limits`. */
+export const GoLimits = {
+  Entries: 4096,
+} as const;
+/** One value of {@linkcode GoLimits}. */
+export type GoLimits = (typeof GoLimits)[keyof typeof GoLimits];
+
+/** Values of C `enum go_label_layout`. */
+export const GoLabelLayout = {
+  Map: 0,
+  Slice: 1,
+} as const;
+/** One value of {@linkcode GoLabelLayout}. */
+export type GoLabelLayout = (typeof GoLabelLayout)[keyof typeof GoLabelLayout];
+
 /** Values of C `enum python_frame_marker`. */
 export const PythonFrameMarker = {
   Python: 1,
@@ -358,10 +414,10 @@ export type PythonUnwindProgram = (typeof PythonUnwindProgram)[keyof typeof Pyth
 
 /** Values of C `enum python_metric_id`. */
 export const PythonMetricId = {
-  Frames: 20,
-  NoProcInfo: 21,
-  NoThreadState: 22,
-  ReadFailed: 23,
+  Frames: 32,
+  NoProcInfo: 33,
+  NoThreadState: 34,
+  ReadFailed: 35,
 } as const;
 /** One value of {@linkcode PythonMetricId}. */
 export type PythonMetricId = (typeof PythonMetricId)[keyof typeof PythonMetricId];
@@ -392,5 +448,5 @@ export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFram
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 288,
+  tracer_config: 440,
 } as const;

@@ -216,7 +216,7 @@ Deno.test(
           const load = await hook(page, "timings");
           // The legend names the kinds drawn, the runtime's as its descriptor labels it, in this order.
           const legend = await page.locator("#legend").innerText();
-          const labels = ["kernel", "native", pythonRuntime.frameKind.label, "process"];
+          const labels = ["kernel", "native", pythonRuntime.frameKind!.label, "process"];
           const at = labels.map((label) => legend.indexOf(label));
           assert.ok(at.every((i, n) => i >= 0 && (n === 0 || i > at[n - 1]!)), `legend: ${legend}`);
           await page.fill("#search", "Component7::");

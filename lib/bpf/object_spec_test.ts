@@ -21,7 +21,7 @@ Deno.test("readObjectSpec() reads the maps and programs of the built object as b
     type: BpfMapType.ProgArray,
     keySize: 4,
     valueSize: 4,
-    maxEntries: 9,
+    maxEntries: 10,
   });
   // A hash of maps: a u64 key, a descriptor as value, and the template of its arrays of 4-byte rows.
   assert.deepEqual(spec.maps.find((map) => map.name === "exe_id_to_8_stack_deltas")?.inner, {

@@ -22,6 +22,8 @@ Deno.test("unwindPrograms() refuses two programs in one slot", () => {
 Deno.test("unwindPrograms() refuses a slot outside the table", () => {
   assert.throws(
     () => unwindPrograms([{ slot: UnwindProgram.Count, program: "unwind_stop" }]),
-    /Cannot put unwind_stop in slot 9: the table has 9 slots/,
+    new RegExp(
+      `Cannot put unwind_stop in slot ${UnwindProgram.Count}: the table has ${UnwindProgram.Count} slots`,
+    ),
   );
 });

@@ -70,8 +70,11 @@ export interface RuntimeFrameKind {
 export interface Runtime {
   /** Its frame kind, which names its per-process records too. */
   readonly name: InterpreterType;
-  /** What its frames are to BPF (their marker) and to the outputs (names, colours). */
-  readonly frameKind: RuntimeFrameKind;
+  /**
+   * What its frames are to BPF (their marker) and to the outputs (names, colours); null for a runtime
+   * whose frames are native (Go, whose program reads its goroutines' labels).
+   */
+  readonly frameKind: RuntimeFrameKind | null;
   /** Recognises the runtime's files (executables, libraries) and reads what is true of each. */
   readonly loader: Loader;
   /** Its BPF unwinder and the tail-call slot it fills; null for a runtime whose frames are native. */

@@ -18,11 +18,13 @@ import type { Unwinder } from "../bpf/unwind_programs.ts";
 import type { BpfMapName } from "../../support/bpf_catalogue.ts";
 import type { InterpreterType } from "./interpreter.ts";
 import type { Runtime } from "./runtime.ts";
+import { goRuntime } from "./go/runtime.ts";
 import { pythonRuntime } from "./python/runtime.ts";
 
 /** Every runtime, in the order their loaders are offered a file. */
 export const RUNTIMES: readonly Runtime[] = [
   pythonRuntime,
+  goRuntime,
 ];
 
 /** The BPF unwinders of `runtimes`, for the tail-call table. */

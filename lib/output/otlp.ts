@@ -13,7 +13,9 @@
  *   (the link table's zero entry has all-zero ids of the full 16 and 8 bytes, as it recommends).
  * - Each `Profile` has `sample_type` samples/count, `period_type` cpu/nanoseconds and `period` the sampling
  *   period in ns (what the OpenTelemetry eBPF profiler writes); a sample's single value is its count.
- *   Samples carry `thread.id` and `thread.name` as attributes; their identity is (stack, thread).
+ *   Samples carry `thread.id` and `thread.name` as attributes, and each of their labels (Go's pprof
+ *   labels) as a string attribute named by its key (a key that is one of the thread attributes' is left
+ *   out, as keys are unique in a list); their identity is (stack, thread, labels).
  * - Locations carry `profile.frame.type` (see {@linkcode FRAME_TYPES}); mappings carry
  *   `process.executable.build_id.gnu` when the file has a GNU build ID. Kernel addresses get their high
  *   half back (see `KernelAddress`).
@@ -80,8 +82,13 @@ interface OtlpSample {
   stackIndex: number;
   threadId: number;
   threadName: number;
+  /** Attribute indices of the sample's labels. */
+  labels: number[];
   count: number;
 }
+
+/** The attributes every sample has, which a label may not name again. */
+const THREAD_ATTRIBUTES: ReadonlySet<string> = new Set(["thread.id", "thread.name"]);
 
 const TWO_POW_32 = 4294967296;
 const TWO_POW_64 = 18446744073709551616;
@@ -239,10 +246,14 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
       ofPid = new Map();
       samplesOfPid.set(sample.pid, ofPid);
     }
-    const identity = `${stackIndex},${threadId},${threadName}`;
+    const labels = (sample.labels ?? []).filter((label, i, all) =>
+      !THREAD_ATTRIBUTES.has(label.key) && all.findIndex((other) => other.key === label.key) === i
+    ).map((label) => attribute(label.key, label.value));
+    const identity = `${stackIndex},${threadId},${threadName},${labels.join(",")}`;
     const merged = ofPid.get(identity);
-    if (merged === undefined) ofPid.set(identity, { stackIndex, threadId, threadName, count: sample.count });
-    else merged.count += sample.count;
+    if (merged === undefined) {
+      ofPid.set(identity, { stackIndex, threadId, threadName, labels, count: sample.count });
+    } else merged.count += sample.count;
   }
 
   // The request: one ResourceProfiles per process, then the dictionary (field 2).
@@ -281,8 +292,8 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
     for (const sample of ofPid.values()) {
       const mark = p.beginLengthDelimited(2);
       if (sample.stackIndex !== 0) p.writeVarintField(1, sample.stackIndex);
-      if (sample.threadName === 0) p.writePackedVarints(2, [sample.threadId]);
-      else p.writePackedVarints(2, [sample.threadId, sample.threadName]);
+      const thread = sample.threadName === 0 ? [sample.threadId] : [sample.threadId, sample.threadName];
+      p.writePackedVarints(2, [...thread, ...sample.labels]);
       const values = p.beginLengthDelimited(4);
       p.writeInt64(sample.count);
       p.endLengthDelimited(values);

@@ -265,3 +265,42 @@ Deno.test("encodeOtlpProfiles() refuses references to missing locations and mapp
     /Cannot encode OTLP profiles: location 0 refers to mapping 5 of 3/,
   );
 });
+
+Deno.test("encodeOtlpProfiles() writes a sample's labels as attributes, and keeps samples with other labels apart", () => {
+  const chain = [0, 1, 2, 3];
+  const alpha = [{ key: "worker", value: "alpha" }, { key: "phase", value: "spin" }];
+  const labelled: Profile = {
+    ...profile,
+    samples: [
+      { locations: chain, count: 4, pid: 100, tid: 100, comm: "chain", labels: alpha },
+      {
+        locations: chain,
+        count: 2,
+        pid: 100,
+        tid: 100,
+        comm: "chain",
+        labels: [{ key: "worker", value: "beta" }],
+      },
+      { locations: chain, count: 1, pid: 100, tid: 100, comm: "chain", labels: alpha },
+      // A label named as a thread attribute is left out: keys are unique in an attribute list.
+      {
+        locations: chain,
+        count: 3,
+        pid: 100,
+        tid: 100,
+        comm: "chain",
+        labels: [{ key: "thread.id", value: "7" }],
+      },
+    ],
+  };
+  const flat = flattenRequest(decodeRequest(encodeOtlpProfiles(labelled, { resourceAttributes, scope })));
+  const summary = flat.map((
+    s,
+  ) => [s.attributes["worker"], s.attributes["phase"], s.attributes["thread.id"], s.values[0]]);
+  assert.deepEqual(summary, [["alpha", "spin", 100, 5], ["beta", undefined, 100, 2], [
+    undefined,
+    undefined,
+    100,
+    3,
+  ]]);
+});

@@ -15,6 +15,8 @@
  * - Sample labels: `pid` and `tid` are numeric labels; the thread name is the string label `comm`, the
  *   name `perf` users know for it (pprof shows every label key the same way, in `-tags`, `-tagfocus`,
  *   `-tagroot`, so the shortest familiar key is the most useful). An empty name writes no `comm` label.
+ *   A sample's own labels (Go's pprof labels) follow as string labels, except one named `pid`, `tid` or
+ *   `comm`, which would read as the profiler's.
  *
  * Frame kinds travel in mapping names, since pprof has no field for them:
  * - A location's kind is the one its mapping's file name implies: names starting with
@@ -269,11 +271,10 @@ export function encodePprof(profile: Profile): Uint8Array {
     writeNumLabel(w, keyPid, sample.pid);
     writeNumLabel(w, keyTid, sample.tid);
     const comm = commIndex[i]!;
-    if (comm !== 0) {
-      const label = w.beginLengthDelimited(3);
-      w.writeVarintField(1, keyComm); // key
-      w.writeVarintField(2, comm); // str
-      w.endLengthDelimited(label);
+    if (comm !== 0) writeStrLabel(w, keyComm, comm);
+    for (const label of sample.labels ?? []) {
+      if (RESERVED_LABEL_KEYS.has(label.key)) continue;
+      writeStrLabel(w, strings.intern(label.key), strings.intern(label.value));
     }
     w.endLengthDelimited(s);
   }
@@ -368,6 +369,16 @@ function writeValueType(w: ProtobufWriter, field: number, type: number, unit: nu
   w.writeVarintField(1, type);
   w.writeVarintField(2, unit);
   w.endLengthDelimited(m);
+}
+
+/** The label keys the writer gives every sample, which a sample's own labels may not take. */
+const RESERVED_LABEL_KEYS: ReadonlySet<string> = new Set(["pid", "tid", "comm"]);
+
+function writeStrLabel(w: ProtobufWriter, key: number, str: number): void {
+  const label = w.beginLengthDelimited(3);
+  w.writeVarintField(1, key);
+  w.writeVarintField(2, str);
+  w.endLengthDelimited(label);
 }
 
 function writeNumLabel(w: ProtobufWriter, key: number, value: number): void {

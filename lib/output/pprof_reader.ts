@@ -13,7 +13,8 @@
  *   `count`, else its first value. Samples whose count is not positive are dropped.
  * - Labels: `pid` and `tid` (also `process.pid`/`process_id`, `thread.id`/`thread_id`) as numbers, numeric
  *   or numeric strings; the thread name from `thread_comm`, else `comm`, else `thread_name`/`thread.name`.
- *   Missing labels read as 0 and "".
+ *   Missing labels read as 0 and "". Every other string label is one of the sample's `labels` (Go's pprof
+ *   labels), in the file's order.
  * - `periodNs` is `period` when `period_type` is in nanoseconds, else 0.
  *
  * The input is hostile: malformed bytes throw a `RangeError` "Cannot decode pprof: ...", and every table
@@ -35,6 +36,7 @@ import type {
   ProfileLocation,
   ProfileMapping,
   ProfileSample,
+  SampleLabel,
 } from "../profile/profile.ts";
 import { gunzipBounded, isGzip } from "./gunzip.ts";
 import { frameKindOfMapping, isKindPseudoMapping } from "./pprof.ts";
@@ -783,10 +785,17 @@ function resolve(p: RawProfile): Profile {
       }
       let pid = 0, tid = 0, comm = "";
       let pidRank = 0, tidRank = 0, commRank = 0;
+      const labels: SampleLabel[] = [];
       for (let l = labelStart; l < labelEnd; l++) {
         const key = p.labelKeys[l]!;
         const role = roleOfKey.get(key);
-        if (role === undefined) continue;
+        if (role === undefined) {
+          const strIndex = p.labelStrs[l]!;
+          if (strIndex !== 0) {
+            labels.push({ key: str(key, `sample ${s} label`), value: str(strIndex, `sample ${s} label`) });
+          }
+          continue;
+        }
         const rank = rankOfKey.get(key)!;
         const strIndex = p.labelStrs[l]!;
         if (role === ROLE_COMM) {
@@ -806,7 +815,7 @@ function resolve(p: RawProfile): Profile {
           tidRank = rank;
         }
       }
-      samples.push({ locations: stack, count, pid, tid, comm });
+      samples.push({ locations: stack, count, pid, tid, comm, ...(labels.length > 0 ? { labels } : {}) });
     }
     frameStart = frameEnd;
     valueStart = valueEnd;

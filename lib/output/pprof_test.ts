@@ -454,3 +454,65 @@ Deno.test("encodePprof() writes a run of inlined calls as one location with a li
   assert.equal(Number(inlinedAt.address), 0x401105);
   assert.equal(inlinedAt.mappingId, "1");
 });
+
+Deno.test("a sample's labels are string labels of the published schema, after pid, tid and comm, and read back", () => {
+  const profile: Profile = {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 1e7,
+    mappings: [],
+    locations: [{
+      kind: "native",
+      mapping: -1,
+      address: 0x1000,
+      functionName: "main.c",
+      sourceFile: "",
+      line: 0,
+    }],
+    samples: [
+      {
+        locations: [0],
+        count: 2,
+        pid: 7,
+        tid: 8,
+        comm: "labels",
+        labels: [{ key: "worker", value: "alpha" }],
+      },
+      {
+        locations: [0],
+        count: 1,
+        pid: 7,
+        tid: 8,
+        comm: "labels",
+        labels: [{ key: "worker", value: "beta" }],
+      },
+      { locations: [0], count: 1, pid: 7, tid: 8, comm: "labels" },
+    ],
+  };
+  const shadowing: Profile = {
+    ...profile,
+    samples: [{
+      ...profile.samples[0]!,
+      labels: [{ key: "comm", value: "other" }, { key: "pid", value: "1" }],
+    }],
+  };
+  const decoded = decodePprofBySchema(encodePprof(profile));
+  const strings = decoded.stringTable;
+  const labels = decoded.sample.map((sample) =>
+    sample.label.map((label) =>
+      Number(label.str) === 0
+        ? `${strings[Number(label.key)]}#${label.num}`
+        : `${strings[Number(label.key)]}=${strings[Number(label.str)]}`
+    )
+  );
+  assert.deepEqual(labels, [
+    ["pid#7", "tid#8", "comm=labels", "worker=alpha"],
+    ["pid#7", "tid#8", "comm=labels", "worker=beta"],
+    ["pid#7", "tid#8", "comm=labels"],
+  ]);
+  // And omniprof's reader gives them back.
+  assert.deepEqual(decodePprof(encodePprof(profile)).samples, profile.samples);
+  // A label named as the profiler's own is left out.
+  const [only] = decodePprofBySchema(encodePprof(shadowing)).sample;
+  assert.equal(only!.label.length, 3);
+});

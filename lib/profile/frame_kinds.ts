@@ -32,12 +32,14 @@ const OWN_KINDS = new Map<number, FrameKind>([
 
 /** The frame kind of every runtime of the runtime list, in its order. */
 export function runtimeFrameKinds(): NamedRuntimeFrameKind[] {
-  return RUNTIMES.map((runtime) => ({ name: runtime.name, ...runtime.frameKind }));
+  return RUNTIMES.flatMap((runtime) =>
+    runtime.frameKind === null ? [] : [{ name: runtime.name, ...runtime.frameKind }]
+  );
 }
 
 /** The kind of a frame the BPF unwinders marked with `marker` (a FrameMarker or a runtime's marker). */
 export function frameKindOf(marker: number): FrameKind {
   const own = OWN_KINDS.get(marker);
   if (own !== undefined) return own;
-  return RUNTIMES.find((runtime) => runtime.frameKind.marker === marker)?.name ?? "unknown";
+  return RUNTIMES.find((runtime) => runtime.frameKind?.marker === marker)?.name ?? "unknown";
 }

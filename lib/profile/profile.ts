@@ -72,6 +72,17 @@ export interface ProfileSample {
   tid: number;
   /** The thread's command name (`comm`) at the time of the samples. */
   comm: string;
+  /**
+   * Labels the runtime gave the sampled code (Go's pprof labels), in the order it keeps them; absent
+   * when it gave none. Samples with different labels are different samples.
+   */
+  labels?: readonly SampleLabel[];
+}
+
+/** A key/value label of a sample, each cut to 64 bytes of UTF-8 by the profiler. */
+export interface SampleLabel {
+  readonly key: string;
+  readonly value: string;
 }
 
 /** A whole profile: a sampling session, symbolized. */

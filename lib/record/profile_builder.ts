@@ -156,6 +156,7 @@ class Builder {
       pid: stack.pid,
       tid: stack.tid,
       comm: stack.comm,
+      ...(stack.labels === undefined ? {} : { labels: stack.labels }),
     };
   }
 

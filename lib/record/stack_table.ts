@@ -22,6 +22,7 @@ import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
 import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interpreter.ts";
 import type { JitNames } from "../symbolize/jit_names.ts";
 import { frameKindOf } from "../profile/frame_kinds.ts";
+import type { SampleLabel } from "../profile/profile.ts";
 import {
   COMM_LENGTH,
   FRAME_ADDRESS,
@@ -29,6 +30,12 @@ import {
   FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
+  LABEL_BYTES,
+  LABEL_KEY,
+  LABEL_KEY_LENGTH,
+  LABEL_SIZE,
+  LABEL_VALUE,
+  LABEL_VALUE_LENGTH,
   PROCESS_EVENT_ADDRESS,
   PROCESS_EVENT_FILE_ID,
   PROCESS_EVENT_PARENT,
@@ -39,6 +46,7 @@ import {
   TRACE_COMM,
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
+  TRACE_NUM_LABELS,
   TRACE_STOP_REASON,
 } from "./trace_format.ts";
 
@@ -87,6 +95,8 @@ export interface Stack {
   readonly frames: readonly StackFrame[];
   /** A FrameMarker-free UnwindStopReason value: why the user unwind ended. */
   readonly stopReason: number;
+  /** The labels the runtime gave the sampled code (Go's pprof labels); absent when none. */
+  readonly labels?: readonly SampleLabel[];
   count: number;
 }
 
@@ -228,7 +238,7 @@ export class StackTable implements RecordSink {
         return;
       }
     }
-    let stack = this.#decode(view, offset);
+    let stack = this.#decode(view, offset, length);
     if (stack.frames.some((frame) => frame.symbol !== undefined)) {
       // Interpreter frames carry the instruction offset, so nearly every sample is a new trace: merge
       // traces that name the same functions and lines, and stop remembering raw forms past a budget so
@@ -255,7 +265,7 @@ export class StackTable implements RecordSink {
     this.#buckets.set(hash, entry);
   }
 
-  #decode(view: DataView, offset: number): Stack {
+  #decode(view: DataView, offset: number, length: number): Stack {
     const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
     const commBytes = new Uint8Array(view.buffer, view.byteOffset + offset + TRACE_COMM, COMM_LENGTH);
     const end = commBytes.indexOf(0);
@@ -340,20 +350,53 @@ export class StackTable implements RecordSink {
         });
       }
     }
+    const labels = decodeLabels(
+      view,
+      offset + TRACE_FRAMES + numFrames * FRAME_SIZE,
+      offset + length,
+      view.getUint8(offset + TRACE_NUM_LABELS),
+    );
     return {
       pid,
       tid: view.getUint32(offset + RECORD_TID, true) as Tid,
       comm,
       frames,
       stopReason: view.getUint8(offset + TRACE_STOP_REASON),
+      ...(labels.length > 0 ? { labels } : {}),
       count: 1,
     };
   }
 }
 
+/**
+ * The `count` labels (struct trace_label) at `at`, which BPF put behind a trace's frames; those past `end`,
+ * the end of the record, are not there.
+ */
+function decodeLabels(view: DataView, at: number, end: number, count: number): SampleLabel[] {
+  const labels: SampleLabel[] = [];
+  for (let i = 0; i < count; i++) {
+    const label = at + i * LABEL_SIZE;
+    if (label + LABEL_SIZE > end) break;
+    const text = (field: number, length: number) =>
+      decoder.decode(
+        new Uint8Array(
+          view.buffer,
+          view.byteOffset + label + field,
+          Math.min(view.getUint8(length), LABEL_BYTES),
+        ),
+      );
+    labels.push({
+      key: text(LABEL_KEY, label + LABEL_KEY_LENGTH),
+      value: text(LABEL_VALUE, label + LABEL_VALUE_LENGTH),
+    });
+  }
+  return labels;
+}
+
 /** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */
 function decodedKey(stack: Stack): string {
   let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}`;
+  for (const label of stack.labels ?? []) key += `\0l${label.key}\x01${label.value}`;
   for (const frame of stack.frames) {
     const symbol = frame.symbol;
     key += symbol !== undefined

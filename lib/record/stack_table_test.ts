@@ -13,6 +13,11 @@ import {
   FRAME_FLAGS,
   FRAME_KIND,
   FRAME_SIZE,
+  LABEL_KEY,
+  LABEL_KEY_LENGTH,
+  LABEL_SIZE,
+  LABEL_VALUE,
+  LABEL_VALUE_LENGTH,
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
   RECORD_PID,
@@ -20,6 +25,7 @@ import {
   TRACE_COMM,
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
+  TRACE_NUM_LABELS,
 } from "./trace_format.ts";
 
 /** A Python frame as BPF writes it: code object address, first-line stamp and byte offset. */
@@ -28,9 +34,10 @@ interface PyFrame {
   offset: number;
 }
 
-/** One trace record: a kernel frame, then Python frames (leaf first). */
-function traceRecord(pid: number, frames: PyFrame[]): DataView {
-  const length = TRACE_FRAMES + (frames.length + 1) * FRAME_SIZE;
+/** One trace record: a kernel frame, then Python frames (leaf first), then `labels` (key, value). */
+function traceRecord(pid: number, frames: PyFrame[], labels: [string, string][] = []): DataView {
+  const labelsAt = TRACE_FRAMES + (frames.length + 1) * FRAME_SIZE;
+  const length = labelsAt + labels.length * LABEL_SIZE;
   const view = new DataView(new ArrayBuffer(length));
   view.setUint32(RECORD_KIND, EventKind.Trace, true);
   view.setUint32(RECORD_PID, pid, true);
@@ -47,6 +54,15 @@ function traceRecord(pid: number, frames: PyFrame[]): DataView {
     view.setUint32(at + FRAME_FILE_ID + 4, Math.floor(frame.code / 2 ** 32), true);
     view.setUint32(at + FRAME_ADDRESS, frame.offset >>> 0, true);
     view.setUint32(at + FRAME_ADDRESS + 4, 7, true); // the first-line stamp
+  });
+  view.setUint8(TRACE_NUM_LABELS, labels.length);
+  const encoder = new TextEncoder();
+  labels.forEach(([key, value], i) => {
+    const at = labelsAt + i * LABEL_SIZE;
+    view.setUint8(at + LABEL_KEY_LENGTH, key.length);
+    view.setUint8(at + LABEL_VALUE_LENGTH, value.length);
+    new Uint8Array(view.buffer).set(encoder.encode(key), at + LABEL_KEY);
+    new Uint8Array(view.buffer).set(encoder.encode(value), at + LABEL_VALUE);
   });
   return view;
 }
@@ -99,6 +115,23 @@ Deno.test("StackTable merges traces that differ only within a line, and keeps li
   assert.equal(stacks.length, 2);
   assert.deepEqual(stacks.map((stack) => [stack.frames[1]!.symbol?.line, stack.count]), [[1, 2], [2, 1]]);
   assert.equal(table.samples, 3);
+});
+
+Deno.test("StackTable reads the labels behind a trace's frames, and keeps traces with other labels apart", () => {
+  using files = new FileRegistry();
+  const table = new StackTable(new FakePython({ files }), files);
+  const frames = [{ code: 0x7f0000001000, offset: 30 }];
+  const alpha: [string, string][] = [["worker", "alpha"], ["phase", "spin"]];
+  feed(table, traceRecord(4242, frames, alpha));
+  feed(table, traceRecord(4242, frames, [["worker", "beta"], ["phase", "spin"]]));
+  feed(table, traceRecord(4242, frames, alpha));
+  feed(table, traceRecord(4242, frames));
+  const stacks = table.stacks();
+  assert.deepEqual(
+    stacks.map((stack) => [stack.labels?.map(({ key, value }) => `${key}=${value}`).join(","), stack.count]),
+    [["worker=alpha,phase=spin", 2], ["worker=beta,phase=spin", 1], [undefined, 1]],
+  );
+  assert.equal(stacks[0]!.frames.length, 2, "the labels are not read as frames");
 });
 
 Deno.test("StackTable keeps a frame its process cannot name, as <unknown> of its kind", () => {

@@ -4,7 +4,13 @@
  *
  * @module
  */
-import { eventHeaderLayout, frameLayout, processEventLayout, traceLayout } from "../../support/types.ts";
+import {
+  eventHeaderLayout,
+  frameLayout,
+  processEventLayout,
+  traceLabelLayout,
+  traceLayout,
+} from "../../support/types.ts";
 
 const header = traceLayout.hdr.offset;
 export const RECORD_KIND = header + eventHeaderLayout.kind.offset;
@@ -17,6 +23,14 @@ export const TRACE_NUM_FRAMES = traceLayout.num_frames.offset;
 export const TRACE_KERNEL_FRAMES = traceLayout.kernel_frames.offset;
 export const TRACE_STOP_REASON = traceLayout.stop_reason.offset;
 export const TRACE_FRAMES = traceLayout.frames.offset;
+export const TRACE_NUM_LABELS = traceLayout.num_labels.offset;
+export const LABEL_SIZE = traceLabelLayout.sizeof;
+export const LABEL_KEY_LENGTH = traceLabelLayout.key_len.offset;
+export const LABEL_VALUE_LENGTH = traceLabelLayout.value_len.offset;
+export const LABEL_KEY = traceLabelLayout.key.offset;
+export const LABEL_VALUE = traceLabelLayout.value.offset;
+/** The most bytes of a label's key or value a trace holds. */
+export const LABEL_BYTES = traceLabelLayout.key.size;
 export const FRAME_SIZE = frameLayout.sizeof;
 export const FRAME_FILE_ID = frameLayout.file_id.offset;
 export const FRAME_ADDRESS = frameLayout.addr_or_line.offset;

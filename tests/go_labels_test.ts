@@ -1,0 +1,271 @@
+// End-to-end test of Go pprof labels: a stripped Go program (`-ldflags="-s -w"`) runs the chain
+// main.a;main.b;main.c in two goroutines under pprof.Do with labels of their own, `omniprof record -p`
+// records it, and each sample of the pprof file must carry its goroutine's labels, read back with the
+// published schema and with `go tool pprof -tags`. Needs root, BTF and Go.
+import assert from "node:assert/strict";
+import { programs, requiring } from "../lib/testing/requirements.ts";
+import { buildGoWorkload, tempDir, tracing } from "./helpers.ts";
+import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
+import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { assertSampleCount } from "./sample_bounds.ts";
+import { u32Key } from "../lib/bpf/map.ts";
+import { Recorder } from "../lib/record/recorder.ts";
+import type { Pid } from "../lib/types.ts";
+import { GoLabelLayout, goProcInfoLayout } from "../support/types.ts";
+
+/** What tests/workloads/labels.go sets, and what a trace keeps of it (values cut to 64 bytes). */
+const WORKERS = ["alpha", "beta"];
+const PHASE = "spin";
+const LONG = "x".repeat(64);
+
+interface LabeledSample {
+  functions: string[];
+  labels: Map<string, string[]>;
+  count: number;
+}
+
+/** The samples of `pid` with their functions (leaf first) and string labels. */
+function samplesOf(profile: PbProfile, pid: number): LabeledSample[] {
+  const strings = profile.stringTable;
+  const functions = new Map(profile.function.map((f) => [f.id, strings[Number(f.name)]!]));
+  const locations = new Map(profile.location.map((l) => [l.id, l]));
+  const pidKey = strings.indexOf("pid");
+  return profile.sample
+    .filter((sample) => sample.label.some((l) => Number(l.key) === pidKey && Number(l.num) === pid))
+    .map((sample) => {
+      const labels = new Map<string, string[]>();
+      for (const label of sample.label) {
+        if (Number(label.str) === 0) continue;
+        const key = strings[Number(label.key)]!;
+        labels.set(key, [...(labels.get(key) ?? []), strings[Number(label.str)]!]);
+      }
+      const names = sample.locationId.flatMap((id) =>
+        locations.get(id)!.line.map((line) => functions.get(line.functionId)!)
+      );
+      return { functions: names, labels, count: Number(sample.value[0]) };
+    });
+}
+
+/** The totals of `go tool pprof -tags` (sample counts) per tag and value. */
+function pprofTags(file: string): Map<string, Map<string, number>> {
+  const result = new Deno.Command("go", {
+    args: ["tool", "pprof", "-tags", "-sample_index=samples", file],
+    env: { GOTOOLCHAIN: "local" },
+    stdout: "piped",
+    stderr: "piped",
+  }).outputSync();
+  const output = new TextDecoder().decode(result.stdout);
+  assert.ok(result.success, new TextDecoder().decode(result.stderr));
+  const tags = new Map<string, Map<string, number>>();
+  let current: Map<string, number> | null = null;
+  for (const line of output.split("\n")) {
+    const tag = /^\s*(\S+): Total/.exec(line);
+    if (tag) {
+      current = new Map();
+      tags.set(tag[1]!, current);
+      continue;
+    }
+    const value = /^\s*([\d.]+) \(\s*[\d.]+%\): (.*)$/.exec(line);
+    if (value && current) current.set(value[2]!, Number(value[1]));
+  }
+  return tags;
+}
+
+const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
+
+// Linked by Go, and by the system linker as every cgo program is: then the file's .eh_frame covers only
+// the C start-up code, and unwinding stops at the first Go frame, so the labels must not wait for the
+// root of the goroutine's stack.
+for (const external of [false, true]) {
+  const linking = external ? "linked by the system linker" : "linked by Go";
+  Deno.test(requiring([tracing(), programs(...(external ? ["go", "gcc"] : ["go"]))], {
+    name:
+      `record -p PID of a stripped Go program (${linking}) under pprof.Do labels writes each goroutine's labels per sample`,
+    async fn() {
+      const binary = external
+        ? await buildGoWorkload("labels", { ldflags: "-s -w -linkmode=external" }, "-external-stripped")
+        : await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 4 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = sum(samples.map((s) => s.count));
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "Go labels");
+
+        let labeled = 0;
+        const perWorker = new Map<string, number>();
+        for (const { functions, labels, count } of samples) {
+          const worker = labels.get("worker") ?? [];
+          // One value per key: samples of the two goroutines are never merged into one.
+          assert.ok(worker.length <= 1, `a sample with workers ${worker.join(", ")}`);
+          const complete = worker.length === 1 && WORKERS.includes(worker[0]!) &&
+            labels.get("phase")?.join() === PHASE && labels.get("long")?.join() === LONG;
+          if (complete) {
+            labeled += count;
+            perWorker.set(worker[0]!, (perWorker.get(worker[0]!) ?? 0) + count);
+          }
+          // The labels are the goroutines' only: main.a runs under them (also when the sample is of the
+          // signal handler that preempts it), and nothing else has them. (Linked by the system linker, the
+          // stack ends at its first Go frame: the labels' values tell.)
+          if (complete && !external) {
+            assert.ok(functions.includes("main.a"), `labelled ${functions.join(";")}`);
+          }
+        }
+        console.log(
+          `Go labels (${linking}): ${labeled}/${total} samples labelled (${
+            [...perWorker].map(([w, n]) => `${w} ${n}`).join(", ")
+          })`,
+        );
+        assert.ok(total > 0 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
+        for (const worker of WORKERS) assert.ok((perWorker.get(worker) ?? 0) > 0, `no sample of ${worker}`);
+
+        const tags = pprofTags(out);
+        const workers = tags.get("worker");
+        assert.ok(
+          workers !== undefined,
+          `go tool pprof -tags lists no worker: ${[...tags.keys()].join(", ")}`,
+        );
+        assert.deepEqual([...workers.keys()].sort(), WORKERS);
+        assert.equal(sum(workers.values()), labeled);
+        assert.deepEqual([...tags.get("phase")!], [[PHASE, labeled]]);
+        assert.deepEqual([...tags.get("long")!], [[LONG, labeled]]);
+        assert.equal(sum(tags.get("pid")!.values()), total);
+      } finally {
+        try {
+          workload.kill();
+        } catch {
+          // already exited
+        }
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }));
+}
+
+Deno.test(requiring([tracing(), programs("go")], {
+  name: "record of a stripped Go program without labels writes no labels but pid, tid and comm",
+  async fn() {
+    const binary = await buildGoWorkload("chain", { ldflags: "-s -w" }, "-go-stripped");
+    const dir = tempDir();
+    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const out = `${dir}/out.pb.gz`;
+      const { result } = await recordWatchingCpu(
+        ["record", "-p", String(workload.pid), "-o", out],
+        [{ pid: workload.pid }],
+        { interruptAfterCpuSeconds: 1 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+      assert.ok(samples.length > 0, "no samples of the workload");
+      for (const { labels } of samples) assert.deepEqual([...labels.keys()], ["comm"]);
+    } finally {
+      try {
+        workload.kill();
+      } catch {
+        // already exited
+      }
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));
+
+Deno.test(requiring([tracing(), programs("go")], {
+  name: "the label reader follows Go 1.24's sorted slice of labels, ten at most, each cut to 64 bytes",
+  async fn() {
+    // Built by the installed Go, which keeps labels in a map: the workload lays its labels out as 1.24
+    // does, and the test tells BPF that this process has that layout.
+    const binary = await buildGoWorkload("labels_slice", { ldflags: "-s -w" }, "-stripped");
+    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const pid = workload.pid as Pid;
+      using recorder = Recorder.start({ frequencyHz: 99, pids: [pid] });
+      const procs = recorder.tracer.object.map("go_procs");
+      const record = new Uint8Array(goProcInfoLayout.sizeof);
+      assert.ok(procs.lookup(u32Key(pid), record), "the Go process has its record");
+      assert.equal(record[goProcInfoLayout.layout.offset], GoLabelLayout.Map, "go1.19 keeps a map");
+      record[goProcInfoLayout.layout.offset] = GoLabelLayout.Slice;
+      procs.update(u32Key(pid), record);
+      recorder.drain();
+      recorder.takeProfile({ reset: true }); // samples from before the change
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      recorder.stop();
+      const profile = recorder.takeProfile();
+      // The main goroutine's samples: the runtime's own threads (sysmon) run no goroutine, and have none.
+      const all = profile.samples.filter((sample) => sample.pid === pid);
+      const samples = all.filter((sample) =>
+        sample.locations.some((location) => profile.locations[location]!.functionName === "main.a")
+      );
+      const total = sum(samples.map((s) => s.count));
+      const expected = [
+        { key: "a" + "k".repeat(63), value: "v0" },
+        ...Array.from({ length: 9 }, (_, i) => ({ key: `k0${i + 1}`, value: `v${i + 1}` })),
+      ];
+      const same = (labels: unknown) => JSON.stringify(labels) === JSON.stringify(expected);
+      const labeled = sum(samples.filter((s) => same(s.labels)).map((s) => s.count));
+      console.log(`Go 1.24 layout: ${labeled}/${total} samples of main.a with the first ten labels`);
+      for (const sample of all) assert.ok(sample.labels === undefined || same(sample.labels), "other labels");
+      assert.ok(total >= 50 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
+    } finally {
+      try {
+        workload.kill();
+      } catch {
+        // already exited
+      }
+      await workload.status;
+    }
+  },
+}));
+
+Deno.test(requiring([tracing(), programs("go")], {
+  name: "a goroutine with twelve labels, in two map buckets and maybe an overflow one, has ten of them",
+  async fn() {
+    const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+    const dir = tempDir();
+    const workload = new Deno.Command(binary, { args: ["30", "many"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const out = `${dir}/out.pb.gz`;
+      const { result } = await recordWatchingCpu(
+        ["record", "-p", String(workload.pid), "-o", out],
+        [{ pid: workload.pid }],
+        { interruptAfterCpuSeconds: 2 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+      const total = sum(samples.map((s) => s.count));
+      let complete = 0;
+      for (const { labels, count } of samples) {
+        const pairs = [...labels].filter(([key]) => key !== "comm");
+        // Ten of the twelve, each once and with its own value.
+        if (
+          pairs.length === 10 &&
+          pairs.every(([key, values]) => /^k(0\d|1[01])$/.test(key) && values.join() === `v${key.slice(1)}`)
+        ) complete += count;
+      }
+      console.log(`Go labels (12 set): ${complete}/${total} samples with ten of them`);
+      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} samples with ten labels`);
+    } finally {
+      try {
+        workload.kill();
+      } catch {
+        // already exited
+      }
+      await workload.status;
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+}));

@@ -82,6 +82,7 @@ enum unwind_stop_reason {
   UNWIND_STOP_TAIL_CALL_FAILED = 0x6,
   UNWIND_STOP_NO_UNWIND_INFO = 0x7,   // the stack delta tables have no rule for the address
   UNWIND_STOP_BAD_UNWIND_INFO = 0x8,  // a rule or table entry the unwinder cannot follow
+  UNWIND_STOP_BAD_GO_STACK = 0x9,     // what Go saved at a switch of stacks does not lead to a goroutine's stack
 };
 
 // Counters kept in the per-CPU `metrics` array and reported by the host.
@@ -110,7 +111,9 @@ enum metric_id {
   METRIC_PYTHON_NO_PROC_INFO = 21,  // the eval loop ran in a process without a python_procs record
   METRIC_PYTHON_NO_THREAD_STATE = 22, // a thread in the eval loop whose PyThreadState was not found
   METRIC_PYTHON_READ_FAILED = 23,   // interpreter memory could not be read: the Python walk stopped
-  METRIC_COUNT = 24,
+  METRIC_UNWIND_GO_STACK_SWITCHES = 24, // crossings from a thread's system stack back to a goroutine's (cgo calls)
+  METRIC_UNWIND_GO_STACK_BAD = 25,      // stopped: a Go stack switch whose saved values were not usable
+  METRIC_COUNT = 26,
 };
 
 enum limits {
@@ -164,6 +167,10 @@ enum unwind_command {
 enum unwind_opcode {
   UNWIND_OPCODE_BASE_SP = 1, // CFA = rsp + param
   UNWIND_OPCODE_BASE_FP = 2, // CFA = rbp + param
+  // Go's runtime.asmcgocall calls C code on the thread's system stack, having saved at rsp + param how far
+  // its own entry rsp lay below the goroutine's stack top, and at rsp + fp_param the goroutine's g (its
+  // stack may move while C runs, so not the address). Its caller's return address is at that entry rsp.
+  UNWIND_OPCODE_GO_CGO_CALL = 3,
 };
 
 enum unwind_fp_opcode {

@@ -127,7 +127,7 @@ export const BPF_MAPS = {
   loaded_files: { type: BpfMapType.Hash, keySize: 8, valueSize: 1, maxEntries: 16384 },
   mapping_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 392, maxEntries: 1 },
   mapping_generation: { type: BpfMapType.Array, keySize: 4, valueSize: 8, maxEntries: 1 },
-  metrics: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 8, maxEntries: 24 },
+  metrics: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 8, maxEntries: 26 },
   pid_filter: { type: BpfMapType.Hash, keySize: 4, valueSize: 4, maxEntries: 16384 },
   pid_page_to_mapping_info: { type: BpfMapType.LpmTrie, keySize: 16, valueSize: 32, maxEntries: 524288 },
   progs: { type: BpfMapType.ProgArray, keySize: 4, valueSize: 4, maxEntries: 9 },

@@ -240,6 +240,7 @@ export const UnwindStopReason = {
   TailCallFailed: 6,
   NoUnwindInfo: 7,
   BadUnwindInfo: 8,
+  BadGoStack: 9,
 } as const;
 /** One value of {@linkcode UnwindStopReason}. */
 export type UnwindStopReason = (typeof UnwindStopReason)[keyof typeof UnwindStopReason];
@@ -270,7 +271,9 @@ export const MetricId = {
   PythonNoProcInfo: 21,
   PythonNoThreadState: 22,
   PythonReadFailed: 23,
-  Count: 24,
+  UnwindGoStackSwitches: 24,
+  UnwindGoStackBad: 25,
+  Count: 26,
 } as const;
 /** One value of {@linkcode MetricId}. */
 export type MetricId = (typeof MetricId)[keyof typeof MetricId];
@@ -332,8 +335,9 @@ export type UnwindCommand = (typeof UnwindCommand)[keyof typeof UnwindCommand];
 
 /** Values of C `enum unwind_opcode`. */
 export const UnwindOpcode = {
-  Sp: 1,
-  Fp: 2,
+  BaseSp: 1,
+  BaseFp: 2,
+  GoCgoCall: 3,
 } as const;
 /** One value of {@linkcode UnwindOpcode}. */
 export type UnwindOpcode = (typeof UnwindOpcode)[keyof typeof UnwindOpcode];

@@ -29,6 +29,7 @@ import { StackDeltaConstants } from "../../support/types.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
 import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
 import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
+import { type GoUnwindRules, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
 const PF_X = 1;
@@ -162,6 +163,9 @@ export class StackDeltaLoader {
     let deltas: StackDeltaFile | null = null;
     try {
       using elf = ElfFile.fromFile(file.open(), file.path);
+      const go = this.#goRules(elf, file);
+      // A Go binary's own rows span its pages: it loads whole (its CFI covers only its C code anyway).
+      if (go) whole = true;
       // Read whole, the index walks every FDE; else only .eh_frame_hdr's table until pages are asked for.
       const index = indexUnwindTable(elf, { lazy: !whole });
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
@@ -175,7 +179,7 @@ export class StackDeltaLoader {
         );
         return;
       }
-      const table = index.table();
+      const table = go ? withGoRules(index.table(), go) : index.table();
       deltas = table.length > 0 ? buildStackDeltas(table, this.#maps.registry) : null;
     } catch (error) {
       this.failed("Cannot load unwind tables of {path}: {error}; using frame pointers there", file, error);
@@ -202,6 +206,27 @@ export class StackDeltaLoader {
       path: file.path,
       count: deltas?.count ?? 0,
     });
+  }
+
+  /** The Go-specific rows of `elf`, or null when it is no Go binary or its Go tables do not parse. */
+  #goRules(elf: ElfFile, file: MappedFile): GoUnwindRules | null {
+    try {
+      const rules = goUnwindRules(elf);
+      if (rules) {
+        logger.debug("Go binary {path}: {calls} cgo calls of runtime.asmcgocall marked", {
+          path: file.path,
+          calls: rules.cgoCalls.length,
+        });
+      }
+      return rules;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      logger.warn("Cannot read the Go tables of {path}: {error}; its cgo calls end its stacks", {
+        path: file.path,
+        error: error.message,
+      });
+      return null;
+    }
   }
 
   /** Loads the rows of one page of a file loaded page by page; a page that fails stays unloaded. */

@@ -1,0 +1,348 @@
+/**
+ * The rows a Go binary's unwind table needs besides its CFI, found from its `.gopclntab`:
+ *
+ * - Go code has no `.eh_frame` (only `.debug_frame`, which `-ldflags=-w` strips), but keeps frame
+ *   pointers on amd64: where the table has no rule in the range of Go's functions, frame pointers are
+ *   followed, so a cgo binary's Go frames are not cut off where its C code's `.eh_frame` ends.
+ * - runtime.asmcgocall switches from the goroutine's stack to the thread's system stack (g0) to call C
+ *   code. Its call of the C function gets a {@linkcode CfaRule.GoCgoCall} row, which the BPF unwinder
+ *   follows back onto the goroutine's stack, so that a sample in C code shows the Go callers too. The
+ *   slots asmcgocall saves its g and its depth below the goroutine's stack top in are read from its code
+ *   (they moved between Go releases): a call is marked only where the instructions before it are the
+ *   known save sequence, so an unknown layout loses the Go callers but never makes up frames.
+ *
+ * @example
+ * ```ts ignore
+ * import { ElfFile } from "../elf/elf_file.ts";
+ * import { extractUnwindTable } from "./unwind_table.ts";
+ * import { goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
+ * using elf = ElfFile.open("./server");
+ * const rules = goUnwindRules(elf); // null: not a Go binary
+ * const table = rules ? withGoRules(extractUnwindTable(elf), rules) : extractUnwindTable(elf);
+ * ```
+ *
+ * @module
+ */
+
+import type { ElfFile } from "../elf/elf_file.ts";
+import type { Address } from "../types.ts";
+import { GoSymbols } from "../symbolize/go/go_symbols.ts";
+import { CfaRule, FpRule, type UnwindTable } from "./unwind_table.ts";
+
+/** One call of C code by runtime.asmcgocall: the call instruction and asmcgocall's saved slots. */
+export interface GoCgoCall {
+  /** The call instruction's bytes [start, end) (ELF addresses); `end` is the return address. */
+  start: number;
+  end: number;
+  /** Where asmcgocall saved, from rsp at the call: its entry rsp's depth below g.stack.hi, and g. */
+  depthSlot: number;
+  gSlot: number;
+}
+
+/** A range of code [start, end) (ELF addresses) and the rule to unwind it by. */
+interface Overlay {
+  start: number;
+  end: number;
+  rule: number;
+  cfaOffset: number;
+  fpOffset: number;
+  /** Only where the table has no usable rule (Invalid rows, or no row). */
+  gapsOnly: boolean;
+}
+
+/** What {@linkcode withGoRules} adds to a Go binary's table. */
+export interface GoUnwindRules {
+  /** The range of Go's functions. */
+  code: { start: number; end: number } | null;
+  /** The C calls of runtime.asmcgocall whose save sequence was recognized. */
+  cgoCalls: GoCgoCall[];
+  /** Calls of C code with nothing saved between them and their caller's (asmcgocall's) call. */
+  frameless: { start: number; end: number }[];
+}
+
+/** Functions larger than this are not asmcgocall (a few dozen instructions): their code is not read. */
+const MAX_FUNCTION_BYTES = 4096;
+
+/**
+ * The rows for Go code of `elf`, or null when it is not a Go binary (no `.gopclntab` this reads).
+ *
+ * @throws {RangeError} when its `.gopclntab` is malformed.
+ */
+export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
+  const symbols = GoSymbols.read(elf);
+  if (symbols === null) return null;
+  let start = Infinity;
+  let end = -Infinity;
+  const cgoCalls: GoCgoCall[] = [];
+  const frameless: { start: number; end: number }[] = [];
+  const landingPads = new Map<number, number>();
+  const asmcgocalls: { entry: number; end: number }[] = [];
+  for (const f of symbols.functions()) {
+    start = Math.min(start, f.entry);
+    end = Math.max(end, f.end);
+    if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
+    if (f.name === "runtime.asmcgocall_landingpad") landingPads.set(f.entry, f.end);
+  }
+  for (const f of asmcgocalls) {
+    const code = codeOf(elf, f.entry, f.end);
+    if (code === null) continue;
+    for (const call of findCgoCalls(code, f.entry)) {
+      cgoCalls.push(call);
+      // Since Go 1.21 asmcgocall calls C through asmcgocall_landingpad, which has no frame.
+      const target = call.target;
+      if (target === null) continue;
+      const padEnd = landingPads.get(target);
+      const pad = padEnd === undefined ? null : codeOf(elf, target, padEnd);
+      const at = pad === null ? -1 : framelessCallAt(pad);
+      if (at >= 0) frameless.push({ start: target + at, end: target + at + 2 });
+    }
+  }
+  return {
+    code: start < end ? { start, end } : null,
+    cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot }) => ({ start, end, depthSlot, gSlot })),
+    frameless,
+  };
+}
+
+/** The bytes of code [start, end) of `elf`, or null when they are not all in the file. */
+function codeOf(elf: ElfFile, start: number, end: number): Uint8Array | null {
+  if (!(end > start && end - start <= MAX_FUNCTION_BYTES)) return null;
+  const offset = elf.vaddrToFileOffset(start as Address);
+  const last = elf.vaddrToFileOffset((end - 1) as Address);
+  if (offset === null || last === null || last - offset !== end - 1 - start) return null;
+  try {
+    return elf.read(offset, end - start);
+  } catch (error) {
+    if (error instanceof RangeError) return null;
+    throw error;
+  }
+}
+
+// The instructions of asmcgocall's save sequences (Go's assembler, amd64). A displacement from rsp is
+// either one byte (mod 01) or none, for 0 (mod 00).
+const MOVQ_SP_DX = [0x48, 0x89, 0xe2];
+const ANDQ_SP_ALIGN = [0x48, 0x83, 0xe4, 0xf0]; // ANDQ $~15, SP
+const MOVQ_STACK_HI_DI = [0x48, 0x8b, 0x7f, 0x08]; // MOVQ 8(DI), DI: g.stack.hi
+const SUBQ_DX_DI = [0x48, 0x29, 0xd7];
+const MOVQ_BX_DI = [0x48, 0x89, 0xdf];
+const MOVQ_BX_CX = [0x48, 0x89, 0xd9];
+const CALL_AX = [0xff, 0xd0];
+const CALL_REL32 = 0xe8;
+/** ModRM register fields of MOVQ r, d(SP): DI and DX. */
+const REG_DI = 7;
+const REG_DX = 2;
+
+/** A cursor over code that matches instructions and moves past them. */
+class Matcher {
+  constructor(readonly code: Uint8Array, public at: number) {}
+
+  bytes(expected: readonly number[]): boolean {
+    for (let i = 0; i < expected.length; i++) {
+      if (this.code[this.at + i] !== expected[i]) return false;
+    }
+    this.at += expected.length;
+    return true;
+  }
+
+  /** MOVQ reg, d(SP) with the register `reg`: d, or -1. */
+  storeToStack(reg: number): number {
+    const c = this.code;
+    const at = this.at;
+    if (c[at] !== 0x48 || c[at + 1] !== 0x89 || c[at + 3] !== 0x24) return -1;
+    const modrm = c[at + 2]!;
+    if (((modrm >> 3) & 7) !== reg || (modrm & 7) !== 4) return -1;
+    if (modrm >> 6 === 0) {
+      this.at += 4;
+      return 0;
+    }
+    if (modrm >> 6 !== 1 || at + 4 >= c.length) return -1;
+    this.at += 5;
+    return c[at + 4]!;
+  }
+
+  /** MOVQ $0, d(SP): d, or -1. */
+  zeroToStack(): number {
+    const c = this.code;
+    const at = this.at;
+    if (c[at] !== 0x48 || c[at + 1] !== 0xc7 || c[at + 3] !== 0x24) return -1;
+    const modrm = c[at + 2]!;
+    if (((modrm >> 3) & 7) !== 0 || (modrm & 7) !== 4) return -1;
+    const displacement = modrm >> 6 === 1 ? 1 : modrm >> 6 === 0 ? 0 : -1;
+    if (displacement < 0) return -1;
+    const imm = at + 4 + displacement;
+    if (imm + 4 > c.length || c[imm] !== 0 || c[imm + 1] !== 0 || c[imm + 2] !== 0 || c[imm + 3] !== 0) {
+      return -1;
+    }
+    this.at = imm + 4;
+    return displacement === 1 ? c[at + 4]! : 0;
+  }
+}
+
+/**
+ * The calls of C code in runtime.asmcgocall's `code` (at ELF address `address`) that follow one of its
+ * two save sequences (Go's src/runtime/asm_amd64.s), with the call's target when it is a direct call:
+ *
+ * ```
+ * ANDQ $~15, SP; MOVQ DI, g(SP); MOVQ 8(DI), DI; SUBQ DX, DI; MOVQ DI, depth(SP) [MOVQ BX, DI; MOVQ BX, CX] CALL
+ * ANDQ $~15, SP; MOVQ $0, g(SP); MOVQ DX, depth(SP)                              [MOVQ BX, DI; MOVQ BX, CX] CALL
+ * ```
+ *
+ * where DX holds the entry rsp (`MOVQ SP, DX` must come earlier) and the second, already on a system
+ * stack, saves that rsp itself. Slots must be 8-byte aligned and distinct.
+ */
+export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { target: number | null })[] {
+  const calls: (GoCgoCall & { target: number | null })[] = [];
+  const entrySpSaved = indexOf(code, MOVQ_SP_DX, 0);
+  if (entrySpSaved < 0) return calls;
+  for (
+    let at = indexOf(code, ANDQ_SP_ALIGN, entrySpSaved);
+    at >= 0;
+    at = indexOf(code, ANDQ_SP_ALIGN, at + 1)
+  ) {
+    const m = new Matcher(code, at + ANDQ_SP_ALIGN.length);
+    let gSlot: number;
+    let depthSlot: number;
+    const switched = new Matcher(code, m.at);
+    gSlot = switched.storeToStack(REG_DI);
+    if (gSlot >= 0 && switched.bytes(MOVQ_STACK_HI_DI) && switched.bytes(SUBQ_DX_DI)) {
+      depthSlot = switched.storeToStack(REG_DI);
+      m.at = switched.at;
+    } else {
+      gSlot = m.zeroToStack();
+      depthSlot = gSlot < 0 ? -1 : m.storeToStack(REG_DX);
+    }
+    if (gSlot < 0 || depthSlot < 0 || gSlot === depthSlot || gSlot % 8 !== 0 || depthSlot % 8 !== 0) continue;
+    m.bytes(MOVQ_BX_DI);
+    m.bytes(MOVQ_BX_CX);
+    const start = m.at;
+    let target: number | null = null;
+    if (!m.bytes(CALL_AX)) {
+      if (code[start] !== CALL_REL32 || start + 5 > code.length) continue;
+      const view = new DataView(code.buffer, code.byteOffset + start + 1, 4);
+      target = address + start + 5 + view.getInt32(0, true);
+      m.at += 5;
+    }
+    calls.push({ start: address + start, end: address + m.at, depthSlot, gSlot, target });
+  }
+  return calls;
+}
+
+/**
+ * Where runtime.asmcgocall_landingpad's `code` calls AX before anything moves rsp (the C function's
+ * return address then lies right above the landing pad's: CFA = rsp + 8), or -1.
+ */
+function framelessCallAt(code: Uint8Array): number {
+  const m = new Matcher(code, 0);
+  m.bytes(MOVQ_BX_DI);
+  m.bytes(MOVQ_BX_CX);
+  const at = m.at;
+  return m.bytes(CALL_AX) ? at : -1;
+}
+
+function indexOf(code: Uint8Array, pattern: readonly number[], from: number): number {
+  outer: for (let i = from; i + pattern.length <= code.length; i++) {
+    for (let j = 0; j < pattern.length; j++) if (code[i + j] !== pattern[j]) continue outer;
+    return i;
+  }
+  return -1;
+}
+
+/** `table` with the rows of `rules`: frame pointers in Go code's gaps, then the calls, over all else. */
+export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTable {
+  const overlays: Overlay[] = [];
+  if (rules.code) {
+    overlays.push({ ...rules.code, rule: CfaRule.FramePointer, cfaOffset: 0, fpOffset: 0, gapsOnly: true });
+  }
+  for (const pad of rules.frameless) {
+    overlays.push({ ...pad, rule: CfaRule.Rsp, cfaOffset: 8, fpOffset: 0, gapsOnly: false });
+  }
+  for (const call of rules.cgoCalls) {
+    overlays.push({
+      start: call.start,
+      end: call.end,
+      rule: CfaRule.GoCgoCall,
+      cfaOffset: call.depthSlot,
+      fpOffset: call.gSlot,
+      gapsOnly: false,
+    });
+  }
+  let out = table;
+  for (const overlay of overlays) out = paint(out, overlay);
+  return out;
+}
+
+/** One row of a table, as the builder of a new one holds it. */
+interface Row {
+  address: number;
+  cfaRule: number;
+  cfaOffset: number;
+  fpRule: number;
+  fpOffset: number;
+}
+
+function rowOf(table: UnwindTable, i: number): Row {
+  return {
+    address: table.addresses[i]!,
+    cfaRule: table.cfaRules[i]!,
+    cfaOffset: table.cfaOffsets[i]!,
+    fpRule: table.fpRules[i]!,
+    fpOffset: table.fpOffsets[i]!,
+  };
+}
+
+const NO_RULE: Omit<Row, "address"> = {
+  cfaRule: CfaRule.Invalid,
+  cfaOffset: 0,
+  fpRule: FpRule.Unchanged,
+  fpOffset: 0,
+};
+
+/** `table` with `overlay`'s rule over [start, end) (only over its gaps with `gapsOnly`). */
+function paint(table: UnwindTable, overlay: Overlay): UnwindTable {
+  const { start, end } = overlay;
+  const painted: Omit<Row, "address"> = {
+    cfaRule: overlay.rule,
+    cfaOffset: overlay.cfaOffset,
+    fpRule: FpRule.Unchanged,
+    fpOffset: overlay.fpOffset,
+  };
+  const rows: Row[] = [];
+  const push = (row: Row) => {
+    const last = rows[rows.length - 1];
+    if (last && last.address === row.address) rows.pop();
+    const previous = rows[rows.length - 1];
+    if (
+      previous && previous.cfaRule === row.cfaRule && previous.cfaOffset === row.cfaOffset &&
+      previous.fpRule === row.fpRule && previous.fpOffset === row.fpOffset
+    ) return;
+    rows.push(row);
+  };
+  const over = (rule: Omit<Row, "address">) =>
+    overlay.gapsOnly && rule.cfaRule !== CfaRule.Invalid ? rule : painted;
+  // The rule in force before the first row is none.
+  let inForce: Omit<Row, "address"> = NO_RULE;
+  let i = 0;
+  for (; i < table.length && table.addresses[i]! < start; i++) {
+    const row = rowOf(table, i);
+    push(row);
+    inForce = row;
+  }
+  push({ ...over(inForce), address: start });
+  for (; i < table.length && table.addresses[i]! < end; i++) {
+    const row = rowOf(table, i);
+    push({ ...over(row), address: row.address });
+    inForce = row;
+  }
+  if (i >= table.length || table.addresses[i]! > end) push({ ...inForce, address: end });
+  for (; i < table.length; i++) push(rowOf(table, i));
+  return {
+    length: rows.length,
+    addresses: Float64Array.from(rows, (r) => r.address),
+    cfaRules: Uint8Array.from(rows, (r) => r.cfaRule),
+    cfaOffsets: Int32Array.from(rows, (r) => r.cfaOffset),
+    fpRules: Uint8Array.from(rows, (r) => r.fpRule),
+    fpOffsets: Int32Array.from(rows, (r) => r.fpOffset),
+    fdeCount: table.fdeCount,
+    skipped: table.skipped,
+  };
+}

@@ -164,10 +164,14 @@ static __always_inline int step_signal_frame(struct trace *trace, struct unwind_
 static __always_inline int step_go_cgo_call(struct trace *trace, struct unwind_state *state, __s32 depth_slot,
                                             __s32 g_slot)
 {
-  __u64 depth, g;
-  if (read_stack(state, state->sp + depth_slot, &depth, sizeof(depth)) ||
-      read_stack(state, state->sp + g_slot, &g, sizeof(g)))
+  // The host marks only calls whose g slot follows the depth slot (as in every release): one read.
+  if (g_slot != depth_slot + 8)
+    return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
+  __u64 slots[2];
+  if (read_stack(state, state->sp + depth_slot, slots, sizeof(slots)))
     return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+  __u64 depth = slots[0];
+  __u64 g = slots[1];
   __u64 go_sp;
   if (g == 0) {
     // Already on a system stack: no switch, and the depth slot holds the entry rsp itself.

@@ -169,7 +169,8 @@ enum unwind_opcode {
   UNWIND_OPCODE_BASE_FP = 2, // CFA = rbp + param
   // Go's runtime.asmcgocall calls C code on the thread's system stack, having saved at rsp + param how far
   // its own entry rsp lay below the goroutine's stack top, and at rsp + fp_param the goroutine's g (its
-  // stack may move while C runs, so not the address). Its caller's return address is at that entry rsp.
+  // stack may move while C runs, so not the address); fp_param is param + 8. Its caller's return address
+  // is at that entry rsp.
   UNWIND_OPCODE_GO_CGO_CALL = 3,
 };
 

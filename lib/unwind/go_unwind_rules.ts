@@ -188,7 +188,7 @@ class Matcher {
  * ```
  *
  * where DX holds the entry rsp (`MOVQ SP, DX` must come earlier) and the second, already on a system
- * stack, saves that rsp itself. Slots must be 8-byte aligned and distinct.
+ * stack, saves that rsp itself. The depth slot must be 8-byte aligned, and the g slot right above it.
  */
 export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { target: number | null })[] {
   const calls: (GoCgoCall & { target: number | null })[] = [];
@@ -211,7 +211,8 @@ export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { 
       gSlot = m.zeroToStack();
       depthSlot = gSlot < 0 ? -1 : m.storeToStack(REG_DX);
     }
-    if (gSlot < 0 || depthSlot < 0 || gSlot === depthSlot || gSlot % 8 !== 0 || depthSlot % 8 !== 0) continue;
+    // The BPF unwinder reads both slots at once.
+    if (depthSlot < 0 || depthSlot % 8 !== 0 || gSlot !== depthSlot + 8) continue;
     m.bytes(MOVQ_BX_DI);
     m.bytes(MOVQ_BX_CX);
     const start = m.at;

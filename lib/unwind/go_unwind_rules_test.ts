@@ -47,7 +47,7 @@ Deno.test("findCgoCalls reads the slots of a later layout, and a call through a 
 Deno.test("findCgoCalls marks no call whose save sequence differs from asmcgocall's", () => {
   const variants: [string, Uint8Array][] = [
     ["g.stack.lo instead of hi", GO_1_19.map((byte, i) => i === 0x53 ? 0x00 : byte)],
-    ["a g slot not 8-byte aligned", GO_1_19.map((byte, i) => i === 0x4f ? 0x31 : byte)],
+    ["a g slot not right above the depth slot", GO_1_19.map((byte, i) => i === 0x4f ? 0x38 : byte)],
     ["no MOVQ SP, DX", GO_1_19.map((byte, i) => i === 0x0c ? 0xe3 : byte)],
   ];
   // The bytes changed are in the listing's 0x45e8d0, 0x45e8cb and 0x45e88a.

@@ -212,7 +212,9 @@ for (const stripped of [true, false]) {
         for (const { frames, count } of samples) {
           if (!frames.some((frame) => frame.functionName === "c_spin")) continue;
           inSpin += count;
-          const names = frames.slice(0, CGO_CHAIN.length).map((frame) => frame.functionName);
+          // Go 1.22 and later call C through a landing pad without a frame of its own.
+          const names = frames.map((frame) => frame.functionName)
+            .filter((name) => name !== "runtime.asmcgocall_landingpad").slice(0, CGO_CHAIN.length);
           if (names.join(";") !== CGO_CHAIN.join(";")) continue;
           const positioned = frames.every((frame) =>
             !calls.has(frame.functionName) ||
@@ -226,6 +228,92 @@ for (const stripped of [true, false]) {
           }`,
         );
         assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in c_spin`);
+        assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
+      } finally {
+        stop(workload);
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }));
+}
+
+const CALLBACK_SOURCE = `${REPO_ROOT}tests/workloads/cgo_callback.go`;
+/** A sample in spin, root first: Go calls C on the system stack, C calls Go back on the goroutine's. */
+const CALLBACK_ROOT = [
+  "runtime.goexit",
+  "runtime.main",
+  "main.main",
+  "main.a",
+  "main._Cfunc_c_call_back",
+  "runtime.cgocall",
+  "runtime.asmcgocall",
+];
+const CALLBACK_TOP = ["crosscall2", "runtime.cgocallback"];
+
+for (const stripped of [true, false]) {
+  const variant = stripped ? "stripped" : "with symbols and DWARF";
+  Deno.test(requiring([tracing(), programs("go", "gcc")], {
+    name:
+      `record -p PID of a cgo program (${variant}) shows Go called back from C above its C and Go callers`,
+    async fn() {
+      const binary = await buildGoWorkload(
+        "cgo_callback",
+        stripped ? { ldflags: "-s -w" } : {},
+        stripped ? "-stripped" : "",
+      );
+      const lines = Deno.readTextFileSync(CALLBACK_SOURCE).split("\n");
+      const lineOf = (fn: string, text: string) => {
+        const start = lines.findIndex((line) => line.startsWith(`func ${fn}(`));
+        return lines.findIndex((line, i) => i > start && line.includes(text)) + 1;
+      };
+      const calls = new Map([["main.main", lineOf("main", "a(cpuSeconds()")], [
+        "main.a",
+        lineOf("a", "C.c_call_back("),
+      ]]);
+      assert.ok([...calls.values()].every((line) => line > 0), `the calls in ${CALLBACK_SOURCE}`);
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 3 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = samples.reduce((sum, s) => sum + s.count, 0);
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo callback (${variant})`);
+        let inSpin = 0;
+        let complete = 0;
+        for (const { frames, count } of samples) {
+          const names = frames.map((frame) => frame.functionName);
+          const spin = names.indexOf("main.spin");
+          if (spin < 0) continue;
+          inSpin += count;
+          if (names.slice(0, CALLBACK_ROOT.length).join(";") !== CALLBACK_ROOT.join(";")) continue;
+          // The C code between: c_call_back (unnamed when static and stripped) and cgo's C wrapper of spin.
+          const top = names.indexOf(CALLBACK_TOP[0]!);
+          const cFrames = top - CALLBACK_ROOT.length;
+          if (cFrames < 1 || cFrames > 4 || names[top + 1] !== CALLBACK_TOP[1] || spin < top) continue;
+          if (
+            frames.some((f) =>
+              calls.has(f.functionName) &&
+              (f.file !== CALLBACK_SOURCE || f.line !== calls.get(f.functionName))
+            )
+          ) {
+            continue;
+          }
+          complete += count;
+        }
+        console.log(
+          `cgo callback (${variant}): ${complete}/${inSpin} samples in main.spin (of ${total}) with ` +
+            `${CALLBACK_ROOT.join(";")};...;${CALLBACK_TOP.join(";")};...;main.spin`,
+        );
+        assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in main.spin`);
         assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
       } finally {
         stop(workload);

@@ -39,15 +39,14 @@ export interface GoCgoCall {
   gSlot: number;
 }
 
-/** A range of code [start, end) (ELF addresses) and the rule to unwind it by. */
+/** A rule without its address. */
+type Rule = Omit<Row, "address">;
+
+/** A range of code [start, end) (ELF addresses), and how it changes each rule in force there. */
 interface Overlay {
   start: number;
   end: number;
-  rule: number;
-  cfaOffset: number;
-  fpOffset: number;
-  /** Only where the table has no usable rule (Invalid rows, or no row). */
-  gapsOnly: boolean;
+  map: (rule: Rule) => Rule;
 }
 
 /** What {@linkcode withGoRules} adds to a Go binary's table. */
@@ -58,6 +57,23 @@ export interface GoUnwindRules {
   cgoCalls: GoCgoCall[];
   /** Calls of C code with nothing saved between them and their caller's (asmcgocall's) call. */
   frameless: { start: number; end: number }[];
+  /** runtime.cgocallback's calls of Go code, on the goroutine's stack, for C code calling Go. */
+  callbacks: GoCallback[];
+}
+
+/**
+ * runtime.cgocallback, which C code calls (through crosscall2) to run Go code, switches to the
+ * goroutine's stack and calls runtime.cgocallbackg there with rbp still its own frame pointer, on the
+ * system stack; the return address Go leaves above that frame is no caller's. So cgocallback's call
+ * unwinds by frame pointer (back onto the system stack, to crosscall2), and the callee's rows say where it
+ * saved rbp, which CFI from Go does not.
+ */
+export interface GoCallback {
+  /** The call instruction's bytes [start, end) in cgocallback. */
+  start: number;
+  end: number;
+  /** The callee's code after its prologue saved rbp, and the CFA offset of its frame there. */
+  callee: { start: number; end: number; cfaOffset: number };
 }
 
 /** Functions larger than this are not asmcgocall (a few dozen instructions): their code is not read. */
@@ -77,11 +93,30 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
   const frameless: { start: number; end: number }[] = [];
   const landingPads = new Map<number, number>();
   const asmcgocalls: { entry: number; end: number }[] = [];
+  const cgocallbacks: { entry: number; end: number }[] = [];
+  const cgocallbackgs = new Map<number, number>();
   for (const f of symbols.functions()) {
     start = Math.min(start, f.entry);
     end = Math.max(end, f.end);
     if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
     if (f.name === "runtime.asmcgocall_landingpad") landingPads.set(f.entry, f.end);
+    if (f.name === "runtime.cgocallback") cgocallbacks.push(f);
+    if (f.name === "runtime.cgocallbackg") cgocallbackgs.set(f.entry, f.end);
+  }
+  const callbacks: GoCallback[] = [];
+  for (const f of cgocallbacks) {
+    const code = codeOf(elf, f.entry, f.end);
+    const call = code === null ? null : findCallbackCall(code, f.entry);
+    if (call === null) continue;
+    const calleeEnd = cgocallbackgs.get(call.target);
+    const callee = calleeEnd === undefined ? null : codeOf(elf, call.target, calleeEnd);
+    const frame = callee === null ? null : standardFrame(callee);
+    if (frame === null) continue;
+    callbacks.push({
+      start: call.start,
+      end: call.end,
+      callee: { start: call.target + frame.saved, end: calleeEnd!, cfaOffset: frame.size + 8 },
+    });
   }
   for (const f of asmcgocalls) {
     const code = codeOf(elf, f.entry, f.end);
@@ -101,6 +136,7 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     code: start < end ? { start, end } : null,
     cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot }) => ({ start, end, depthSlot, gSlot })),
     frameless,
+    callbacks,
   };
 }
 
@@ -128,6 +164,7 @@ const MOVQ_BX_DI = [0x48, 0x89, 0xdf];
 const MOVQ_BX_CX = [0x48, 0x89, 0xd9];
 const CALL_AX = [0xff, 0xd0];
 const CALL_REL32 = 0xe8;
+const MOVQ_DI_SP = [0x48, 0x89, 0xfc];
 /** ModRM register fields of MOVQ r, d(SP): DI and DX. */
 const REG_DI = 7;
 const REG_DX = 2;
@@ -240,6 +277,75 @@ function framelessCallAt(code: Uint8Array): number {
   return m.bytes(CALL_AX) ? at : -1;
 }
 
+/**
+ * The frame of a function whose `code` starts with Go's prologue (`SUBQ $size, SP; MOVQ BP, size-8(SP);
+ * LEAQ size-8(SP), BP`): its size, and the offset of the first instruction after rbp is saved (at
+ * CFA - 16); or null.
+ */
+export function standardFrame(code: Uint8Array): { size: number; saved: number } | null {
+  const view = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  let size: number;
+  let at: number;
+  if (code.length >= 4 && code[0] === 0x48 && code[1] === 0x83 && code[2] === 0xec) {
+    size = code[3]! < 0x80 ? code[3]! : -1;
+    at = 4;
+  } else if (code.length >= 7 && code[0] === 0x48 && code[1] === 0x81 && code[2] === 0xec) {
+    size = view.getInt32(3, true);
+    at = 7;
+  } else return null;
+  if (!(size >= 16 && size % 8 === 0)) return null;
+  const slot = size - 8;
+  /** MOVQ BP, slot(SP) (0x89) or LEAQ slot(SP), BP (0x8d) at `at`: its length, or 0. */
+  const rbpAtSlot = (opcode: number): number => {
+    if (code[at] !== 0x48 || code[at + 1] !== opcode || code[at + 3] !== 0x24) return 0;
+    if (code[at + 2] === 0x6c && slot < 0x80 && code[at + 4] === slot) return 5;
+    if (code[at + 2] === 0xac && at + 8 <= code.length && view.getInt32(at + 4, true) === slot) return 8;
+    return 0;
+  };
+  const store = rbpAtSlot(0x89);
+  if (store === 0) return null;
+  at += store;
+  const saved = at;
+  return rbpAtSlot(0x8d) === 0 ? null : { size, saved };
+}
+
+/**
+ * runtime.cgocallback's (`code` at `address`) call of runtime.cgocallbackg on the goroutine's stack,
+ * when cgocallback keeps Go's frame prologue (rbp is its frame at the call); or null. The call follows
+ * the switch (`MOVQ DI, SP`) and the stores of the callee's arguments (`MOVQ reg, d(SP)`): `LEAQ
+ * target(IP), AX; CALL AX` or `CALL target`.
+ */
+export function findCallbackCall(
+  code: Uint8Array,
+  address: number,
+): { start: number; end: number; target: number } | null {
+  if (standardFrame(code) === null) return null;
+  const view = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  const switched = indexOf(code, MOVQ_DI_SP, 0);
+  if (switched < 0) return null;
+  let at = switched + MOVQ_DI_SP.length;
+  // MOVQ reg, d(SP): REX.W 89, ModRM with rm = 100 (SIB) and mod 00 or 01, SIB 0x24.
+  while (code[at] === 0x48 && code[at + 1] === 0x89 && (code[at + 2]! & 7) === 4 && code[at + 3] === 0x24) {
+    const mod = code[at + 2]! >> 6;
+    if (mod === 0) at += 4;
+    else if (mod === 1) at += 5;
+    else return null;
+  }
+  if (at + 9 <= code.length && code[at] === 0x48 && code[at + 1] === 0x8d && code[at + 2] === 0x05) {
+    const target = address + at + 7 + view.getInt32(at + 3, true);
+    if (code[at + 7] !== 0xff || code[at + 8] !== 0xd0) return null;
+    return { start: address + at + 7, end: address + at + 9, target };
+  }
+  if (at + 5 <= code.length && code[at] === CALL_REL32) {
+    return {
+      start: address + at,
+      end: address + at + 5,
+      target: address + at + 5 + view.getInt32(at + 1, true),
+    };
+  }
+  return null;
+}
+
 function indexOf(code: Uint8Array, pattern: readonly number[], from: number): number {
   outer: for (let i = from; i + pattern.length <= code.length; i++) {
     for (let j = 0; j < pattern.length; j++) if (code[i + j] !== pattern[j]) continue outer;
@@ -251,21 +357,36 @@ function indexOf(code: Uint8Array, pattern: readonly number[], from: number): nu
 /** `table` with the rows of `rules`: frame pointers in Go code's gaps, then the calls, over all else. */
 export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTable {
   const overlays: Overlay[] = [];
+  const rule = (cfaRule: number, cfaOffset: number, fpRule: number, fpOffset: number): Rule => ({
+    cfaRule,
+    cfaOffset,
+    fpRule,
+    fpOffset,
+  });
   if (rules.code) {
-    overlays.push({ ...rules.code, rule: CfaRule.FramePointer, cfaOffset: 0, fpOffset: 0, gapsOnly: true });
+    const framePointer = rule(CfaRule.FramePointer, 0, FpRule.Unchanged, 0);
+    overlays.push({ ...rules.code, map: (r) => r.cfaRule === CfaRule.Invalid ? framePointer : r });
+  }
+  for (const { callee, start, end } of rules.callbacks) {
+    // Once the callee saved rbp, its CFI rows (rsp-based, its whole frame) say so.
+    overlays.push({
+      ...callee,
+      map: (r) =>
+        r.cfaRule === CfaRule.Rsp && r.cfaOffset === callee.cfaOffset
+          ? rule(CfaRule.Rsp, r.cfaOffset, FpRule.CfaOffset, -16)
+          : r,
+    });
+    // cgocallback's frame, on the system stack: rbp + 16 is the CFA, its caller's rbp is at rbp.
+    const byFramePointer = rule(CfaRule.Rbp, 16, FpRule.CfaOffset, -16);
+    overlays.push({ start, end, map: () => byFramePointer });
   }
   for (const pad of rules.frameless) {
-    overlays.push({ ...pad, rule: CfaRule.Rsp, cfaOffset: 8, fpOffset: 0, gapsOnly: false });
+    const frameless = rule(CfaRule.Rsp, 8, FpRule.Unchanged, 0);
+    overlays.push({ ...pad, map: () => frameless });
   }
   for (const call of rules.cgoCalls) {
-    overlays.push({
-      start: call.start,
-      end: call.end,
-      rule: CfaRule.GoCgoCall,
-      cfaOffset: call.depthSlot,
-      fpOffset: call.gSlot,
-      gapsOnly: false,
-    });
+    const cgoCall = rule(CfaRule.GoCgoCall, call.depthSlot, FpRule.Unchanged, call.gSlot);
+    overlays.push({ start: call.start, end: call.end, map: () => cgoCall });
   }
   let out = table;
   for (const overlay of overlays) out = paint(out, overlay);
@@ -291,22 +412,11 @@ function rowOf(table: UnwindTable, i: number): Row {
   };
 }
 
-const NO_RULE: Omit<Row, "address"> = {
-  cfaRule: CfaRule.Invalid,
-  cfaOffset: 0,
-  fpRule: FpRule.Unchanged,
-  fpOffset: 0,
-};
+const NO_RULE: Rule = { cfaRule: CfaRule.Invalid, cfaOffset: 0, fpRule: FpRule.Unchanged, fpOffset: 0 };
 
-/** `table` with `overlay`'s rule over [start, end) (only over its gaps with `gapsOnly`). */
+/** `table` with the rules in force over [start, end) changed by `overlay`, split at its ends. */
 function paint(table: UnwindTable, overlay: Overlay): UnwindTable {
-  const { start, end } = overlay;
-  const painted: Omit<Row, "address"> = {
-    cfaRule: overlay.rule,
-    cfaOffset: overlay.cfaOffset,
-    fpRule: FpRule.Unchanged,
-    fpOffset: overlay.fpOffset,
-  };
+  const { start, end, map } = overlay;
   const rows: Row[] = [];
   const push = (row: Row) => {
     const last = rows[rows.length - 1];
@@ -318,21 +428,25 @@ function paint(table: UnwindTable, overlay: Overlay): UnwindTable {
     ) return;
     rows.push(row);
   };
-  const over = (rule: Omit<Row, "address">) =>
-    overlay.gapsOnly && rule.cfaRule !== CfaRule.Invalid ? rule : painted;
+  const ruleOf = ({ cfaRule, cfaOffset, fpRule, fpOffset }: Rule): Rule => ({
+    cfaRule,
+    cfaOffset,
+    fpRule,
+    fpOffset,
+  });
   // The rule in force before the first row is none.
-  let inForce: Omit<Row, "address"> = NO_RULE;
+  let inForce: Rule = NO_RULE;
   let i = 0;
   for (; i < table.length && table.addresses[i]! < start; i++) {
     const row = rowOf(table, i);
     push(row);
-    inForce = row;
+    inForce = ruleOf(row);
   }
-  push({ ...over(inForce), address: start });
+  push({ ...map(inForce), address: start });
   for (; i < table.length && table.addresses[i]! < end; i++) {
     const row = rowOf(table, i);
-    push({ ...over(row), address: row.address });
-    inForce = row;
+    inForce = ruleOf(row);
+    push({ ...map(inForce), address: row.address });
   }
   if (i >= table.length || table.addresses[i]! > end) push({ ...inForce, address: end });
   for (; i < table.length; i++) push(rowOf(table, i));

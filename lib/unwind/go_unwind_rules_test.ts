@@ -4,7 +4,13 @@ import { programs, requiring } from "../testing/requirements.ts";
 import { buildGoWorkload } from "../../tests/helpers.ts";
 import { StackDeltaConstants, UnwindCommand, UnwindFpOpcode, UnwindOpcode } from "../../support/types.ts";
 import { GoSymbols } from "../symbolize/go/go_symbols.ts";
-import { findCgoCalls, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
+import {
+  findCallbackCall,
+  findCgoCalls,
+  goUnwindRules,
+  standardFrame,
+  withGoRules,
+} from "./go_unwind_rules.ts";
 import { buildStackDeltas, type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
 import { CfaRule, extractUnwindTable, findRow, FpRule, type UnwindTable } from "./unwind_table.ts";
 
@@ -61,6 +67,49 @@ Deno.test("findCgoCalls marks no call whose save sequence differs from asmcgocal
   assert.deepEqual(noEntrySp, [], variants[2]![0]);
 });
 
+/** runtime.cgocallback.abi0 of the same Go 1.19.8, at 0x45e940. */
+const CGOCALLBACK_1_19 = hex(`
+  48 83 ec 20  48 89 6c 24 18  48 8d 6c 24 18  64 48 8b 1c 25 f8 ff ff ff  48 83 fb 00  74 0b  48 8b 5b 30
+  48 89 5c 24 10  eb 2d  45 0f 57 ff  4d 31 f6  48 8d 05 2a aa fd ff  ff d0  48 c7 44 24 10 00 00 00 00
+  64 48 8b 1c 25 f8 ff ff ff  48 8b 5b 30  48 8b 33  48 89 66 38  48 8b 33  48 8b 46 38  48 89 04 24
+  48 89 66 38  48 8b b3 c0 00 00 00  64 48 89 34 25 f8 ff ff ff  48 8b 7e 38  48 8b 5e 40  48 89 5f f8
+  48 8b 5c 24 28  48 8b 4c 24 30  48 8b 54 24 38  48 8d 44 24 28  48 29 e0  48 29 c7  48 89 fc
+  48 89 1c 24  48 89 4c 24 08  48 89 54 24 10  48 8d 05 8e 24 00 00  ff d0  48 8d 44 24 28  48 29 e0
+  64 48 8b 34 25 f8 ff ff ff  48 89 e7  48 01 c7  48 8b 5f f8  48 89 5e 40  48 89 7e 38
+  64 48 8b 1c 25 f8 ff ff ff  48 8b 5b 30  48 8b 33  64 48 89 34 25 f8 ff ff ff  48 8b 66 38  48 8b 04 24
+  48 89 46 38  48 8b 5c 24 10  48 83 fb 00  75 09  48 8d 05 12 27 00 00  ff d0  48 8b 6c 24 18
+  48 83 c4 20  c3`);
+
+Deno.test("findCallbackCall finds Go 1.19 cgocallback's call of cgocallbackg after the switch", () => {
+  // The listing: LEAQ runtime.cgocallbackg.abi0(SB), AX at 0x45e9eb (0x460e80), CALL AX at 0x45e9f2; the
+  // CALL AX of needm (0x45e976) and of dropm (0x45ea4e) are not it.
+  assert.deepEqual(findCallbackCall(CGOCALLBACK_1_19, 0x45e940), {
+    start: 0x45e9f2,
+    end: 0x45e9f4,
+    target: 0x460e80,
+  });
+  // Without the frame prologue, rbp is not known at the call.
+  assert.equal(findCallbackCall(CGOCALLBACK_1_19.map((byte, i) => i === 5 ? 0x90 : byte), 0x45e940), null);
+});
+
+Deno.test("standardFrame reads Go's prologue with short and long frame sizes, and nothing else", () => {
+  // runtime.cgocallbackg.abi0 and runtime.cgocallbackg of the listing.
+  assert.deepEqual(standardFrame(hex("48 83 ec 20  48 89 6c 24 18  48 8d 6c 24 18  48 8b 44 24 28")), {
+    size: 0x20,
+    saved: 9,
+  });
+  assert.deepEqual(
+    standardFrame(
+      hex("48 81 ec 88 00 00 00  48 89 ac 24 80 00 00 00  48 8d ac 24 80 00 00 00  48 89 4c 24 20"),
+    ),
+    { size: 0x88, saved: 15 },
+  );
+  // rbp saved elsewhere than at the frame's top, or the frame pointer not set.
+  assert.equal(standardFrame(hex("48 83 ec 20  48 89 6c 24 10  48 8d 6c 24 10")), null);
+  assert.equal(standardFrame(hex("48 83 ec 20  48 89 6c 24 18  48 89 e5")), null);
+  assert.equal(standardFrame(hex("55 48 89 e5")), null);
+});
+
 function table(rows: [number, number, number][]): UnwindTable {
   return {
     length: rows.length,
@@ -81,6 +130,44 @@ function rowsOf(t: UnwindTable): [number, number, number, number][] {
   );
 }
 
+Deno.test("withGoRules gives cgocallbackg's saved rbp to its CFI rows, and cgocallback's call its frame pointer", () => {
+  // The callee at 0x5000 (CFA rsp+8, then rsp+40 after its SUBQ at 0x5004; rbp saved from 0x5009; rsp+8
+  // again at its RET 0x5038); the caller's call at 0x4010-0x4012 inside CFI rsp+40.
+  const { Rsp, Rbp, Invalid } = CfaRule;
+  const out = withGoRules(
+    table([[0x4000, Rsp, 40], [0x4100, Invalid, 0], [0x5000, Rsp, 8], [0x5004, Rsp, 40], [0x5038, Rsp, 8], [
+      0x5040,
+      Invalid,
+      0,
+    ]]),
+    {
+      code: null,
+      cgoCalls: [],
+      frameless: [],
+      callbacks: [{ start: 0x4010, end: 0x4012, callee: { start: 0x5009, end: 0x5040, cfaOffset: 40 } }],
+    },
+  );
+  const rows = Array.from({ length: out.length }, (_, i) => [
+    out.addresses[i],
+    out.cfaRules[i],
+    out.cfaOffsets[i],
+    out.fpRules[i],
+    out.fpOffsets[i],
+  ]);
+  const { Unchanged, CfaOffset } = FpRule;
+  assert.deepEqual(rows, [
+    [0x4000, Rsp, 40, Unchanged, 0],
+    [0x4010, Rbp, 16, CfaOffset, -16],
+    [0x4012, Rsp, 40, Unchanged, 0],
+    [0x4100, Invalid, 0, Unchanged, 0],
+    [0x5000, Rsp, 8, Unchanged, 0],
+    [0x5004, Rsp, 40, Unchanged, 0],
+    [0x5009, Rsp, 40, CfaOffset, -16],
+    [0x5038, Rsp, 8, Unchanged, 0],
+    [0x5040, Invalid, 0, Unchanged, 0],
+  ]);
+});
+
 Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo call over its rule", () => {
   // C code with CFI at 0x2000-0x2100 inside Go code 0x1000-0x4000; asmcgocall's call at 0x3010-0x3012
   // in a gap.
@@ -90,6 +177,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
       code: { start: 0x1000, end: 0x4000 },
       cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48 }],
       frameless: [],
+      callbacks: [],
     },
   );
   const { Rsp, FramePointer, GoCgoCall, Invalid } = CfaRule;
@@ -106,6 +194,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     code: null,
     cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48 }],
     frameless: [],
+    callbacks: [],
   });
   assert.deepEqual(rowsOf(covered), [
     [0x3000, Rsp, 8, 0],
@@ -190,5 +279,38 @@ Deno.test(requiring([programs("go", "gcc")], {
         );
       }
     }
+  },
+}));
+
+Deno.test(requiring([programs("go", "gcc")], {
+  name: "the stack deltas of a cgo binary that C calls back mark cgocallback's call of cgocallbackg",
+  async fn() {
+    const plain = await buildGoWorkload("cgo_callback", {}, "");
+    // Go's disassembler: the CALL AX right after LEAQ runtime.cgocallbackg.abi0(SB), AX.
+    const result = await new Deno.Command("go", {
+      args: ["tool", "objdump", "-s", "^runtime\\.cgocallback", plain],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(result.success, new TextDecoder().decode(result.stderr));
+    const lines = new TextDecoder().decode(result.stdout).split("\n");
+    const lea = lines.findIndex((line) => /LEAQ runtime\.cgocallbackg(\.abi0)?\(SB\), AX/.test(line));
+    assert.ok(lea >= 0 && /\bCALL AX\b/.test(lines[lea + 1]!), "objdump lists LEAQ cgocallbackg; CALL AX");
+    const call = parseInt(lines[lea + 1]!.trim().split(/\s+/)[1]!, 16);
+    using elf = ElfFile.open(plain);
+    const rules = goUnwindRules(elf)!;
+    assert.deepEqual(rules.callbacks.map((callback) => callback.start), [call]);
+    const store: { opcode: number; fpOpcode: number; param: number; fpParam: number }[] = [];
+    const registry = new UnwindInfoRegistry(16384, (index, opcode, fpOpcode, _merge, param, fpParam) => {
+      store[index] = { opcode, fpOpcode, param, fpParam };
+    });
+    const deltas = buildStackDeltas(withGoRules(extractUnwindTable(elf), rules), registry);
+    // The return address less one: CFA = rbp + 16, rbp saved at CFA - 16.
+    assert.deepEqual(store[deltaAt(deltas, call + 1)], {
+      opcode: UnwindOpcode.BaseFp,
+      fpOpcode: UnwindFpOpcode.CfaOffset,
+      param: 16,
+      fpParam: -16,
+    });
   },
 }));

@@ -417,47 +417,66 @@ const NO_RULE: Rule = { cfaRule: CfaRule.Invalid, cfaOffset: 0, fpRule: FpRule.U
 /** `table` with the rules in force over [start, end) changed by `overlay`, split at its ends. */
 function paint(table: UnwindTable, overlay: Overlay): UnwindTable {
   const { start, end, map } = overlay;
-  const rows: Row[] = [];
+  // Rows before `first` and from `last` on stay as they are: only the few between are rebuilt.
+  const first = firstAtOrAfter(table, start);
+  const last = firstAtOrAfter(table, end);
+  const ruleAt = (i: number): Rule => i < 0 ? NO_RULE : ruleOf(rowOf(table, i));
+  const same = (a: Rule, b: Rule) =>
+    a.cfaRule === b.cfaRule && a.cfaOffset === b.cfaOffset && a.fpRule === b.fpRule &&
+    a.fpOffset === b.fpOffset;
+  const middle: Row[] = [];
   const push = (row: Row) => {
-    const last = rows[rows.length - 1];
-    if (last && last.address === row.address) rows.pop();
-    const previous = rows[rows.length - 1];
-    if (
-      previous && previous.cfaRule === row.cfaRule && previous.cfaOffset === row.cfaOffset &&
-      previous.fpRule === row.fpRule && previous.fpOffset === row.fpOffset
-    ) return;
-    rows.push(row);
+    if (middle.length > 0 && middle[middle.length - 1]!.address === row.address) middle.pop();
+    const previous = middle.length > 0 ? middle[middle.length - 1]! : ruleAt(first - 1);
+    if (!same(previous, row)) middle.push(row);
   };
-  const ruleOf = ({ cfaRule, cfaOffset, fpRule, fpOffset }: Rule): Rule => ({
-    cfaRule,
-    cfaOffset,
-    fpRule,
-    fpOffset,
-  });
-  // The rule in force before the first row is none.
-  let inForce: Rule = NO_RULE;
-  let i = 0;
-  for (; i < table.length && table.addresses[i]! < start; i++) {
-    const row = rowOf(table, i);
-    push(row);
-    inForce = ruleOf(row);
-  }
-  push({ ...map(inForce), address: start });
-  for (; i < table.length && table.addresses[i]! < end; i++) {
-    const row = rowOf(table, i);
-    inForce = ruleOf(row);
-    push({ ...map(inForce), address: row.address });
-  }
-  if (i >= table.length || table.addresses[i]! > end) push({ ...inForce, address: end });
-  for (; i < table.length; i++) push(rowOf(table, i));
+  push({ ...map(ruleAt(first - 1)), address: start });
+  for (let i = first; i < last; i++) push({ ...map(ruleAt(i)), address: table.addresses[i]! });
+  if (last >= table.length || table.addresses[last]! > end) push({ ...ruleAt(last - 1), address: end });
+  // The first row after is redundant when the rebuilt rows end in its rule.
+  const tail = middle.length > 0 && last < table.length &&
+      same(middle[middle.length - 1]!, ruleAt(last))
+    ? last + 1
+    : last;
+  const length = first + middle.length + table.length - tail;
+  const column = <T extends Float64Array | Uint8Array | Int32Array>(
+    source: T,
+    fresh: T,
+    value: (row: Row) => number,
+  ): T => {
+    fresh.set(source.subarray(0, first));
+    middle.forEach((row, k) => fresh[first + k] = value(row));
+    fresh.set(source.subarray(tail), first + middle.length);
+    return fresh;
+  };
   return {
-    length: rows.length,
-    addresses: Float64Array.from(rows, (r) => r.address),
-    cfaRules: Uint8Array.from(rows, (r) => r.cfaRule),
-    cfaOffsets: Int32Array.from(rows, (r) => r.cfaOffset),
-    fpRules: Uint8Array.from(rows, (r) => r.fpRule),
-    fpOffsets: Int32Array.from(rows, (r) => r.fpOffset),
+    length,
+    addresses: column(table.addresses.subarray(0, table.length), new Float64Array(length), (r) => r.address),
+    cfaRules: column(table.cfaRules.subarray(0, table.length), new Uint8Array(length), (r) => r.cfaRule),
+    cfaOffsets: column(
+      table.cfaOffsets.subarray(0, table.length),
+      new Int32Array(length),
+      (r) => r.cfaOffset,
+    ),
+    fpRules: column(table.fpRules.subarray(0, table.length), new Uint8Array(length), (r) => r.fpRule),
+    fpOffsets: column(table.fpOffsets.subarray(0, table.length), new Int32Array(length), (r) => r.fpOffset),
     fdeCount: table.fdeCount,
     skipped: table.skipped,
   };
+}
+
+function ruleOf({ cfaRule, cfaOffset, fpRule, fpOffset }: Rule): Rule {
+  return { cfaRule, cfaOffset, fpRule, fpOffset };
+}
+
+/** The index of the first row of `table` at or after `address` (`table.length` when none is). */
+function firstAtOrAfter(table: UnwindTable, address: number): number {
+  let low = 0;
+  let high = table.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (table.addresses[middle]! < address) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }

@@ -87,17 +87,19 @@ const MAX_FUNCTION_BYTES = 4096;
 export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
   const symbols = GoSymbols.read(elf);
   if (symbols === null) return null;
-  let start = Infinity;
-  let end = -Infinity;
   const cgoCalls: GoCgoCall[] = [];
   const frameless: { start: number; end: number }[] = [];
   const landingPads = new Map<number, number>();
   const asmcgocalls: { entry: number; end: number }[] = [];
   const cgocallbacks: { entry: number; end: number }[] = [];
   const cgocallbackgs = new Map<number, number>();
-  for (const f of symbols.functions()) {
-    start = Math.min(start, f.entry);
-    end = Math.max(end, f.end);
+  const names = [
+    "runtime.asmcgocall",
+    "runtime.asmcgocall_landingpad",
+    "runtime.cgocallback",
+    "runtime.cgocallbackg",
+  ];
+  for (const f of symbols.functionsNamed(names)) {
     if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
     if (f.name === "runtime.asmcgocall_landingpad") landingPads.set(f.entry, f.end);
     if (f.name === "runtime.cgocallback") cgocallbacks.push(f);
@@ -133,7 +135,7 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     }
   }
   return {
-    code: start < end ? { start, end } : null,
+    code: symbols.codeRange,
     cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot }) => ({ start, end, depthSlot, gSlot })),
     frameless,
     callbacks,

@@ -28,7 +28,7 @@ import type { MappedFile } from "../process/mapped_file.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
 import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
-import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
+import { indexUnwindTable, type UnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 import { type GoUnwindRules, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
@@ -72,6 +72,8 @@ interface ByPage {
   readonly index: UnwindTableIndex;
   /** The pages in BPF (null: failed to load). */
   readonly pages: Map<number, LoadedPage | null>;
+  /** A Go binary's own rows, laid over each page's CFI. */
+  readonly go: GoUnwindRules | null;
 }
 
 /** Where one file's deltas are in BPF: not yet, whole, or some of its pages. */
@@ -164,12 +166,10 @@ export class StackDeltaLoader {
     try {
       using elf = ElfFile.fromFile(file.open(), file.path);
       const go = this.#goRules(elf, file);
-      // A Go binary's own rows span its pages: it loads whole (its CFI covers only its C code anyway).
-      if (go) whole = true;
       // Read whole, the index walks every FDE; else only .eh_frame_hdr's table until pages are asked for.
       const index = indexUnwindTable(elf, { lazy: !whole });
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
-        loaded.byPage = { index, pages: new Map() };
+        loaded.byPage = { index, pages: new Map(), go };
         this.#mark(loaded, StackDeltaConstants.LoadedFileByPage);
         this.#stats.filesLoaded++;
         this.#timed(
@@ -179,7 +179,7 @@ export class StackDeltaLoader {
         );
         return;
       }
-      const table = go ? withGoRules(index.table(), go) : index.table();
+      const table = withGo(index.table(), go);
       deltas = table.length > 0 ? buildStackDeltas(table, this.#maps.registry) : null;
     } catch (error) {
       this.failed("Cannot load unwind tables of {path}: {error}; using frame pointers there", file, error);
@@ -237,7 +237,8 @@ export class StackDeltaLoader {
     byPage.pages.set(page, null);
     let deltas: StackDeltaFile | null = null;
     try {
-      const table = byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
+      // Rows a Go binary's rules add outside the page are left out with the rest.
+      const table = withGo(byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE), byPage.go);
       deltas = deltasOfPage(buildStackDeltas(table, this.#maps.registry), page);
       const rowsId = this.#nextRowsId++;
       this.#maps.load(loaded.bpfId, deltas, rowsId);
@@ -268,7 +269,7 @@ export class StackDeltaLoader {
     loaded.byPage = null;
     let deltas: StackDeltaFile | null = null;
     try {
-      deltas = buildStackDeltas(byPage.index.table(), this.#maps.registry);
+      deltas = buildStackDeltas(withGo(byPage.index.table(), byPage.go), this.#maps.registry);
       this.#maps.load(loaded.bpfId, deltas, loaded.bpfId);
       loaded.whole = deltas;
       this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
@@ -303,4 +304,8 @@ export class StackDeltaLoader {
     this.#stats.loadMs += elapsed;
     logger.debug(message, { ...properties, ms: elapsed.toFixed(1) });
   }
+}
+
+function withGo(table: UnwindTable, go: GoUnwindRules | null): UnwindTable {
+  return go ? withGoRules(table, go) : table;
 }

@@ -196,7 +196,7 @@ for (const stripped of [true, false]) {
         await new Promise((resolve) => setTimeout(resolve, 300));
         const out = `${dir}/out.pb.gz`;
         const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(workload.pid), "-o", out],
+          ["record", "-p", String(workload.pid), "-o", out, "--stats", `${dir}/stats.json`],
           [{ pid: workload.pid }],
           { interruptAfterCpuSeconds: 3 },
         );
@@ -205,6 +205,9 @@ for (const stripped of [true, false]) {
         const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
         const total = samples.reduce((sum, s) => sum + s.count, 0);
         assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo (${variant})`);
+        const { bpf } = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`)) as {
+          bpf: Record<string, number>;
+        };
         // The C code runs on the thread's system stack, where runtime.asmcgocall switched to; the Go
         // frames above it are on the goroutine's stack.
         let inSpin = 0;
@@ -229,6 +232,9 @@ for (const stripped of [true, false]) {
         );
         assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in c_spin`);
         assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
+        // Each of those crossed from the system stack to the goroutine's once, and no crossing failed.
+        assert.ok(bpf.UnwindGoStackSwitches! >= complete, `${bpf.UnwindGoStackSwitches} stack switches`);
+        assert.equal(bpf.UnwindGoStackBad, 0, "failed stack switches");
       } finally {
         stop(workload);
         await workload.status;

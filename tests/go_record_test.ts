@@ -215,7 +215,7 @@ for (const stripped of [true, false]) {
         for (const { frames, count } of samples) {
           if (!frames.some((frame) => frame.functionName === "c_spin")) continue;
           inSpin += count;
-          // Go 1.22 and later call C through a landing pad without a frame of its own.
+          // Later Go releases call C through a landing pad without a frame of its own.
           const names = frames.map((frame) => frame.functionName)
             .filter((name) => name !== "runtime.asmcgocall_landingpad").slice(0, CGO_CHAIN.length);
           if (names.join(";") !== CGO_CHAIN.join(";")) continue;

@@ -10,6 +10,9 @@
  *   slots asmcgocall saves its g and its depth below the goroutine's stack top in are read from its code
  *   (they moved between Go releases): a call is marked only where the instructions before it are the
  *   known save sequence, so an unknown layout loses the Go callers but never makes up frames.
+ * - runtime.cgocallback, which runs Go code that C calls, does so on the goroutine's stack while its own
+ *   frame stays on the system stack: its call unwinds by its frame pointer, back to the C code (see
+ *   {@linkcode GoCallback}).
  *
  * @example
  * ```ts ignore
@@ -55,7 +58,7 @@ export interface GoUnwindRules {
   code: { start: number; end: number } | null;
   /** The C calls of runtime.asmcgocall whose save sequence was recognized. */
   cgoCalls: GoCgoCall[];
-  /** Calls of C code with nothing saved between them and their caller's (asmcgocall's) call. */
+  /** asmcgocall_landingpad's calls of C code: it has no frame (CFA = rsp + 8). */
   frameless: { start: number; end: number }[];
   /** runtime.cgocallback's calls of Go code, on the goroutine's stack, for C code calling Go. */
   callbacks: GoCallback[];
@@ -125,7 +128,7 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     if (code === null) continue;
     for (const call of findCgoCalls(code, f.entry)) {
       cgoCalls.push(call);
-      // Since Go 1.21 asmcgocall calls C through asmcgocall_landingpad, which has no frame.
+      // Later releases call C through asmcgocall_landingpad, which has no frame.
       const target = call.target;
       if (target === null) continue;
       const padEnd = landingPads.get(target);

@@ -28,7 +28,7 @@ import type { MappedFile } from "../process/mapped_file.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
 import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
-import { indexUnwindTable, type UnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
+import { CfaRule, indexUnwindTable, type UnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 import { type GoUnwindRules, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
@@ -179,19 +179,19 @@ export class StackDeltaLoader {
         );
         return;
       }
-      const table = withGo(index.table(), go);
+      const cfi = index.table();
+      // A Go binary without any CFI follows frame pointers over all its code, as other such files do;
+      // its Go rows go over that.
+      const code = go && cfi.length === 0 ? codeRange(segments) : null;
+      const table = withGo(code ? framePointerTable(code.start, code.end) : cfi, go);
       deltas = table.length > 0 ? buildStackDeltas(table, this.#maps.registry) : null;
     } catch (error) {
       this.failed("Cannot load unwind tables of {path}: {error}; using frame pointers there", file, error);
     }
     if (!deltas) {
       // No usable CFI (some hand-written or Go code, or a bad file): follow frame pointers in its code.
-      const code = segments.filter((segment) => segment.flags & PF_X);
-      if (code.length > 0) {
-        const start = Math.min(...code.map((segment) => segment.vaddr));
-        const end = Math.max(...code.map((segment) => segment.vaddr + segment.memsz));
-        deltas = framePointerDeltas(start, end);
-      }
+      const code = codeRange(segments);
+      if (code) deltas = framePointerDeltas(code.start, code.end);
     }
     try {
       if (deltas) this.#maps.load(bpfId, deltas);
@@ -308,4 +308,28 @@ export class StackDeltaLoader {
 
 function withGo(table: UnwindTable, go: GoUnwindRules | null): UnwindTable {
   return go ? withGoRules(table, go) : table;
+}
+
+/** Where the executable segments of a file start and end (ELF addresses); null when it has none. */
+function codeRange(segments: readonly LoadSegment[]): { start: number; end: number } | null {
+  const code = segments.filter((segment) => segment.flags & PF_X);
+  if (code.length === 0) return null;
+  return {
+    start: Math.min(...code.map((segment) => segment.vaddr)),
+    end: Math.max(...code.map((segment) => segment.vaddr + segment.memsz)),
+  };
+}
+
+/** A table that follows frame pointers over [start, end). */
+function framePointerTable(start: number, end: number): UnwindTable {
+  return {
+    length: 2,
+    addresses: Float64Array.of(start, end),
+    cfaRules: Uint8Array.of(CfaRule.FramePointer, CfaRule.Invalid),
+    cfaOffsets: new Int32Array(2),
+    fpRules: new Uint8Array(2),
+    fpOffsets: new Int32Array(2),
+    fdeCount: 0,
+    skipped: [],
+  };
 }

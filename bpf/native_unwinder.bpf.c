@@ -26,6 +26,13 @@
 #define SIGCONTEXT_RIP 128
 #define PAGE_SIZE 4096
 
+// Go's goroutine descriptor g starts with its stack bounds {lo, hi} (runtime.g, in runtime2.go).
+#define GO_G_STACK_LO 0
+#define GO_G_STACK_HI 8
+// With no g saved, runtime.asmcgocall (already on a system stack) saved its entry rsp itself: the call's
+// rsp lies below it by the saved slots and their alignment, never more than this.
+#define GO_CGO_NOSAVE_MAX_DISTANCE 128
+
 // Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
 // entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
 // two compares and other files cost nothing.
@@ -153,6 +160,49 @@ static __always_inline int step_signal_frame(struct trace *trace, struct unwind_
   return STEP_CONTINUE;
 }
 
+// The frame at pc is runtime.asmcgocall's call of a C function (returned to, or about to run): rsp is
+// the call's, on the thread's system stack, and asmcgocall's caller (runtime.cgocall) is on the
+// goroutine's stack (see UNWIND_OPCODE_GO_CGO_CALL). asmcgocall has no frame, so its entry rsp points at
+// the return address into its caller, and rbp still holds the caller's frame pointer. Every value read
+// is checked against the goroutine's stack bounds: a bad one ends the trace rather than add a wrong frame.
+static __always_inline int step_go_cgo_call(struct trace *trace, struct unwind_state *state, __s32 depth_slot,
+                                            __s32 g_slot)
+{
+  // The host marks only calls whose g slot follows the depth slot (as in every release): one read.
+  if (g_slot != depth_slot + 8)
+    return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
+  __u64 slots[2];
+  if (read_stack(state, state->sp + depth_slot, slots, sizeof(slots)))
+    return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+  __u64 depth = slots[0];
+  __u64 g = slots[1];
+  __u64 go_sp;
+  if (g == 0) {
+    // Already on a system stack: no switch, and the depth slot holds the entry rsp itself.
+    go_sp = depth;
+    if (go_sp <= state->sp || go_sp - state->sp > GO_CGO_NOSAVE_MAX_DISTANCE)
+      return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+  } else {
+    __u64 bounds[2]; // g.stack.lo, g.stack.hi
+    _Static_assert(GO_G_STACK_HI == GO_G_STACK_LO + 8, "g.stack is {lo, hi}");
+    if ((g & 7) || bpf_probe_read_user(bounds, sizeof(bounds), (void *)(g + GO_G_STACK_LO)))
+      return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+    if (bounds[0] == 0 || bounds[1] <= bounds[0] || depth == 0 || depth > bounds[1] - bounds[0])
+      return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+    go_sp = bounds[1] - depth;
+  }
+  __u64 return_address;
+  if ((go_sp & 7) || read_stack(state, go_sp, &return_address, sizeof(return_address)) || return_address == 0)
+    return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+  if (g != 0)
+    metric_increment(METRIC_UNWIND_GO_STACK_SWITCHES);
+  state->native_frames++;
+  state->pc = return_address;
+  state->sp = go_sp + 8;
+  state->return_address = 1;
+  return STEP_CONTINUE;
+}
+
 // One step using the stack deltas of the frame's file.
 static __always_inline int step_native(struct trace *trace, struct unwind_state *state, __u64 file_id, __u64 vaddr)
 {
@@ -203,6 +253,8 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
       cfa = state->sp + rule.cfa_param;
     else if (rule.cfa_opcode == UNWIND_OPCODE_BASE_FP)
       cfa = state->fp + rule.cfa_param;
+    else if (rule.cfa_opcode == UNWIND_OPCODE_GO_CGO_CALL)
+      return step_go_cgo_call(trace, state, rule.cfa_param, rule.fp_param);
     else
       return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
     fp_opcode = rule.fp_opcode;

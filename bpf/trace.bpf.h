@@ -98,6 +98,9 @@ static __always_inline void count_stop_reason(__u8 reason)
   case UNWIND_STOP_BAD_UNWIND_INFO:
     metric_increment(METRIC_UNWIND_BAD_INFO);
     break;
+  case UNWIND_STOP_BAD_GO_STACK:
+    metric_increment(METRIC_UNWIND_GO_STACK_BAD);
+    break;
   }
 }
 

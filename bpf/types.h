@@ -74,6 +74,7 @@ enum unwind_stop_reason {
   UNWIND_STOP_TAIL_CALL_FAILED = 0x6,
   UNWIND_STOP_NO_UNWIND_INFO = 0x7,   // the stack delta tables have no rule for the address
   UNWIND_STOP_BAD_UNWIND_INFO = 0x8,  // a rule or table entry the unwinder cannot follow
+  UNWIND_STOP_BAD_GO_STACK = 0x9,     // what Go saved at a switch of stacks does not lead to a goroutine's stack
 };
 
 // Counters kept in the per-CPU `metrics` array and reported by the host.
@@ -98,6 +99,8 @@ enum metric_id {
   METRIC_UNWIND_SIGNAL_FRAMES = 17, // signal frames crossed
   METRIC_SELF_SKIPPED = 18,         // samples of the profiler itself, not recorded
   METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
+  METRIC_UNWIND_GO_STACK_SWITCHES = 20, // crossings from a thread's system stack back to a goroutine's (cgo)
+  METRIC_UNWIND_GO_STACK_BAD = 21,      // stopped: a Go stack switch whose saved values were not usable
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -157,6 +160,11 @@ enum unwind_command {
 enum unwind_opcode {
   UNWIND_OPCODE_BASE_SP = 1, // CFA = rsp + param
   UNWIND_OPCODE_BASE_FP = 2, // CFA = rbp + param
+  // Go's runtime.asmcgocall calls C code on the thread's system stack, having saved at rsp + param how far
+  // its own entry rsp lay below the goroutine's stack top, and at rsp + fp_param the goroutine's g (its
+  // stack may move while C runs, so not the address); fp_param is param + 8. Its caller's return address
+  // is at that entry rsp.
+  UNWIND_OPCODE_GO_CGO_CALL = 3,
 };
 
 enum unwind_fp_opcode {

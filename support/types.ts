@@ -248,6 +248,7 @@ export const UnwindStopReason = {
   TailCallFailed: 6,
   NoUnwindInfo: 7,
   BadUnwindInfo: 8,
+  BadGoStack: 9,
 } as const;
 /** One value of {@linkcode UnwindStopReason}. */
 export type UnwindStopReason = (typeof UnwindStopReason)[keyof typeof UnwindStopReason];
@@ -274,6 +275,8 @@ export const MetricId = {
   UnwindSignalFrames: 17,
   SelfSkipped: 18,
   UnwindFilePending: 19,
+  UnwindGoStackSwitches: 20,
+  UnwindGoStackBad: 21,
   RuntimesFirst: 32,
   Count: 64,
 } as const;
@@ -338,8 +341,9 @@ export type UnwindCommand = (typeof UnwindCommand)[keyof typeof UnwindCommand];
 
 /** Values of C `enum unwind_opcode`. */
 export const UnwindOpcode = {
-  Sp: 1,
-  Fp: 2,
+  BaseSp: 1,
+  BaseFp: 2,
+  GoCgoCall: 3,
 } as const;
 /** One value of {@linkcode UnwindOpcode}. */
 export type UnwindOpcode = (typeof UnwindOpcode)[keyof typeof UnwindOpcode];

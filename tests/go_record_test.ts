@@ -1,18 +1,11 @@
 // End-to-end tests of `omniprof record` on Go programs built without a symbol table (`-ldflags="-s -w"`):
 // their frames are named from `.gopclntab`, with source files and lines, and calls the compiler inlined
 // are shown as frames of their own, written in pprof as one location with a line per call. The pprof
-// file is read back with the published schema (not omniprof's reader). They need root, BTF and Go.
+// file is read back with the published schema (not omniprof's reader). A cgo program's samples in C code
+// show the Go callers too, stripped or not. They need root, BTF and Go (and gcc for cgo).
 import assert from "node:assert/strict";
 import { programs } from "../lib/testing/requirements.ts";
-import {
-  buildGoWorkload,
-  countWhere,
-  hasChain,
-  parseFolded,
-  REPO_ROOT,
-  tempDir,
-  tracing,
-} from "./helpers.ts";
+import { buildGoWorkload, REPO_ROOT, tempDir, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
@@ -154,36 +147,185 @@ for (const inline of [true, false]) {
   }));
 }
 
-Deno.test(requiring([tracing(), programs("go", "gcc")], {
-  name: "record -p PID of a stripped cgo program shows its C frames in order beneath runtime.asmcgocall",
-  async fn() {
-    const binary = await buildGoWorkload("cgo_chain", { ldflags: "-s -w" }, "-stripped");
-    const dir = tempDir();
-    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const out = `${dir}/out.folded`;
-      const { result, start, end, steal } = await recordWatchingCpu(
-        ["record", "-p", String(workload.pid), "-o", out],
-        [{ pid: workload.pid }],
-        { interruptAfterCpuSeconds: 3 },
+const CGO_SOURCE = `${REPO_ROOT}tests/workloads/cgo_chain.go`;
+/** The stack of a sample in c_spin, root first, from the goroutine's start to the C code. */
+const CGO_CHAIN = [
+  "runtime.goexit",
+  "runtime.main",
+  "main.main",
+  "main.a",
+  "main.b",
+  "main._Cfunc_c_middle",
+  "runtime.cgocall",
+  "runtime.asmcgocall",
+  "c_middle",
+  "c_spin",
+];
+
+/** The lines of cgo_chain.go where main, a and b make the calls of the chain. */
+function cgoCallLines(): Map<string, number> {
+  const lines = Deno.readTextFileSync(CGO_SOURCE).split("\n");
+  const lineOf = (fn: string, text: string) => {
+    const start = lines.findIndex((line) => line.startsWith(`func ${fn}(`));
+    const at = lines.findIndex((line, i) => i > start && line.includes(text));
+    assert.ok(start >= 0 && at > start, `${text} in func ${fn} of ${CGO_SOURCE}`);
+    return at + 1;
+  };
+  return new Map([
+    ["main.main", lineOf("main", "a(float64(")],
+    ["main.a", lineOf("a", "b(end)")],
+    ["main.b", lineOf("b", "C.c_middle(")],
+  ]);
+}
+
+for (const stripped of [true, false]) {
+  const variant = stripped ? "stripped" : "with symbols and DWARF";
+  Deno.test(requiring([tracing(), programs("go", "gcc")], {
+    name:
+      `record -p PID of a cgo program (${variant}) shows the Go callers of its C code, with files and lines`,
+    async fn() {
+      const binary = await buildGoWorkload(
+        "cgo_chain",
+        stripped ? { ldflags: "-s -w" } : {},
+        stripped ? "-stripped" : "",
       );
-      assert.equal(result.code, 0, result.stderr);
-      assert.ok(end[0], "the workload outlived the recording");
-      const stacks = parseFolded(Deno.readTextFileSync(out));
-      const total = countWhere(stacks, () => true);
-      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "cgo");
-      // The C code runs on the thread's system stack, where asmcgocall switched to: the Go frames above
-      // it (runtime.cgocall, main._Cfunc_c_middle, main.a, main.main) are on the goroutine's stack, which
-      // unwinding does not reach from there yet.
-      const chain = ["runtime.asmcgocall", "c_middle", "c_spin"];
-      const complete = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
-      console.log(`cgo: ${complete}/${total} samples with ${chain.join(";")}`);
-      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
-    } finally {
-      stop(workload);
-      await workload.status;
-      Deno.removeSync(dir, { recursive: true });
-    }
-  },
-}));
+      const calls = cgoCallLines();
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out, "--stats", `${dir}/stats.json`],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 3 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = samples.reduce((sum, s) => sum + s.count, 0);
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo (${variant})`);
+        const { bpf } = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`)) as {
+          bpf: Record<string, number>;
+        };
+        // The C code runs on the thread's system stack, where runtime.asmcgocall switched to; the Go
+        // frames above it are on the goroutine's stack.
+        let inSpin = 0;
+        let complete = 0;
+        for (const { frames, count } of samples) {
+          if (!frames.some((frame) => frame.functionName === "c_spin")) continue;
+          inSpin += count;
+          // Later Go releases call C through a landing pad without a frame of its own.
+          const names = frames.map((frame) => frame.functionName)
+            .filter((name) => name !== "runtime.asmcgocall_landingpad").slice(0, CGO_CHAIN.length);
+          if (names.join(";") !== CGO_CHAIN.join(";")) continue;
+          const positioned = frames.every((frame) =>
+            !calls.has(frame.functionName) ||
+            (frame.file === CGO_SOURCE && frame.line === calls.get(frame.functionName))
+          );
+          if (positioned) complete += count;
+        }
+        console.log(
+          `cgo (${variant}): ${complete}/${inSpin} samples in c_spin (of ${total}) with ${
+            CGO_CHAIN.join(";")
+          }`,
+        );
+        assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in c_spin`);
+        assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
+        // Each of those crossed from the system stack to the goroutine's once, and no crossing failed.
+        assert.ok(bpf.UnwindGoStackSwitches! >= complete, `${bpf.UnwindGoStackSwitches} stack switches`);
+        assert.equal(bpf.UnwindGoStackBad, 0, "failed stack switches");
+      } finally {
+        stop(workload);
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }));
+}
+
+const CALLBACK_SOURCE = `${REPO_ROOT}tests/workloads/cgo_callback.go`;
+/** A sample in spin, root first: Go calls C on the system stack, C calls Go back on the goroutine's. */
+const CALLBACK_ROOT = [
+  "runtime.goexit",
+  "runtime.main",
+  "main.main",
+  "main.a",
+  "main._Cfunc_c_call_back",
+  "runtime.cgocall",
+  "runtime.asmcgocall",
+];
+const CALLBACK_TOP = ["crosscall2", "runtime.cgocallback"];
+
+for (const stripped of [true, false]) {
+  const variant = stripped ? "stripped" : "with symbols and DWARF";
+  Deno.test(requiring([tracing(), programs("go", "gcc")], {
+    name:
+      `record -p PID of a cgo program (${variant}) shows Go called back from C above its C and Go callers`,
+    async fn() {
+      const binary = await buildGoWorkload(
+        "cgo_callback",
+        stripped ? { ldflags: "-s -w" } : {},
+        stripped ? "-stripped" : "",
+      );
+      const lines = Deno.readTextFileSync(CALLBACK_SOURCE).split("\n");
+      const lineOf = (fn: string, text: string) => {
+        const start = lines.findIndex((line) => line.startsWith(`func ${fn}(`));
+        return lines.findIndex((line, i) => i > start && line.includes(text)) + 1;
+      };
+      const calls = new Map([["main.main", lineOf("main", "a(cpuSeconds()")], [
+        "main.a",
+        lineOf("a", "C.c_call_back("),
+      ]]);
+      assert.ok([...calls.values()].every((line) => line > 0), `the calls in ${CALLBACK_SOURCE}`);
+      const dir = tempDir();
+      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const out = `${dir}/out.pb.gz`;
+        const { result, start, end, steal } = await recordWatchingCpu(
+          ["record", "-p", String(workload.pid), "-o", out],
+          [{ pid: workload.pid }],
+          { interruptAfterCpuSeconds: 3 },
+        );
+        assert.equal(result.code, 0, result.stderr);
+        assert.ok(end[0], "the workload outlived the recording");
+        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
+        const total = samples.reduce((sum, s) => sum + s.count, 0);
+        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo callback (${variant})`);
+        let inSpin = 0;
+        let complete = 0;
+        for (const { frames, count } of samples) {
+          const names = frames.map((frame) => frame.functionName);
+          const spin = names.indexOf("main.spin");
+          if (spin < 0) continue;
+          inSpin += count;
+          if (names.slice(0, CALLBACK_ROOT.length).join(";") !== CALLBACK_ROOT.join(";")) continue;
+          // The C code between: c_call_back (unnamed when static and stripped) and cgo's C wrapper of spin.
+          const top = names.indexOf(CALLBACK_TOP[0]!);
+          const cFrames = top - CALLBACK_ROOT.length;
+          if (cFrames < 1 || cFrames > 4 || names[top + 1] !== CALLBACK_TOP[1] || spin < top) continue;
+          if (
+            frames.some((f) =>
+              calls.has(f.functionName) &&
+              (f.file !== CALLBACK_SOURCE || f.line !== calls.get(f.functionName))
+            )
+          ) {
+            continue;
+          }
+          complete += count;
+        }
+        console.log(
+          `cgo callback (${variant}): ${complete}/${inSpin} samples in main.spin (of ${total}) with ` +
+            `${CALLBACK_ROOT.join(";")};...;${CALLBACK_TOP.join(";")};...;main.spin`,
+        );
+        assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in main.spin`);
+        assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
+      } finally {
+        stop(workload);
+        await workload.status;
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }));
+}

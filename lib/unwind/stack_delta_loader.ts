@@ -28,7 +28,8 @@ import type { MappedFile } from "../process/mapped_file.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
 import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
-import { indexUnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
+import { CfaRule, indexUnwindTable, type UnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
+import { type GoUnwindRules, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
 
 const logger = getLogger(["omniprof", "unwind"]);
 const PF_X = 1;
@@ -71,6 +72,8 @@ interface ByPage {
   readonly index: UnwindTableIndex;
   /** The pages in BPF (null: failed to load). */
   readonly pages: Map<number, LoadedPage | null>;
+  /** A Go binary's own rows, laid over each page's CFI. */
+  readonly go: GoUnwindRules | null;
 }
 
 /** Where one file's deltas are in BPF: not yet, whole, or some of its pages. */
@@ -162,10 +165,11 @@ export class StackDeltaLoader {
     let deltas: StackDeltaFile | null = null;
     try {
       using elf = ElfFile.fromFile(file.open(), file.path);
+      const go = this.#goRules(elf, file);
       // Read whole, the index walks every FDE; else only .eh_frame_hdr's table until pages are asked for.
       const index = indexUnwindTable(elf, { lazy: !whole });
       if (!whole && index.fdeCount >= BY_PAGE_MIN_FDES) {
-        loaded.byPage = { index, pages: new Map() };
+        loaded.byPage = { index, pages: new Map(), go };
         this.#mark(loaded, StackDeltaConstants.LoadedFileByPage);
         this.#stats.filesLoaded++;
         this.#timed(
@@ -175,19 +179,19 @@ export class StackDeltaLoader {
         );
         return;
       }
-      const table = index.table();
+      const cfi = index.table();
+      // A Go binary without any CFI follows frame pointers over all its code, as other such files do;
+      // its Go rows go over that.
+      const code = go && cfi.length === 0 ? codeRange(segments) : null;
+      const table = withGo(code ? framePointerTable(code.start, code.end) : cfi, go);
       deltas = table.length > 0 ? buildStackDeltas(table, this.#maps.registry) : null;
     } catch (error) {
       this.failed("Cannot load unwind tables of {path}: {error}; using frame pointers there", file, error);
     }
     if (!deltas) {
       // No usable CFI (some hand-written or Go code, or a bad file): follow frame pointers in its code.
-      const code = segments.filter((segment) => segment.flags & PF_X);
-      if (code.length > 0) {
-        const start = Math.min(...code.map((segment) => segment.vaddr));
-        const end = Math.max(...code.map((segment) => segment.vaddr + segment.memsz));
-        deltas = framePointerDeltas(start, end);
-      }
+      const code = codeRange(segments);
+      if (code) deltas = framePointerDeltas(code.start, code.end);
     }
     try {
       if (deltas) this.#maps.load(bpfId, deltas);
@@ -204,6 +208,27 @@ export class StackDeltaLoader {
     });
   }
 
+  /** The Go-specific rows of `elf`, or null when it is no Go binary or its Go tables do not parse. */
+  #goRules(elf: ElfFile, file: MappedFile): GoUnwindRules | null {
+    try {
+      const rules = goUnwindRules(elf);
+      if (rules) {
+        logger.debug("Go binary {path}: {calls} cgo calls of runtime.asmcgocall marked", {
+          path: file.path,
+          calls: rules.cgoCalls.length,
+        });
+      }
+      return rules;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      logger.warn("Cannot read the Go tables of {path}: {error}; its cgo calls end its stacks", {
+        path: file.path,
+        error: error.message,
+      });
+      return null;
+    }
+  }
+
   /** Loads the rows of one page of a file loaded page by page; a page that fails stays unloaded. */
   #loadPage(loaded: FileDeltas, byPage: ByPage, page: number): void {
     if (byPage.pages.has(page)) return;
@@ -212,7 +237,8 @@ export class StackDeltaLoader {
     byPage.pages.set(page, null);
     let deltas: StackDeltaFile | null = null;
     try {
-      const table = byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
+      // Rows a Go binary's rules add outside the page are left out with the rest.
+      const table = withGo(byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE), byPage.go);
       deltas = deltasOfPage(buildStackDeltas(table, this.#maps.registry), page);
       const rowsId = this.#nextRowsId++;
       this.#maps.load(loaded.bpfId, deltas, rowsId);
@@ -243,7 +269,7 @@ export class StackDeltaLoader {
     loaded.byPage = null;
     let deltas: StackDeltaFile | null = null;
     try {
-      deltas = buildStackDeltas(byPage.index.table(), this.#maps.registry);
+      deltas = buildStackDeltas(withGo(byPage.index.table(), byPage.go), this.#maps.registry);
       this.#maps.load(loaded.bpfId, deltas, loaded.bpfId);
       loaded.whole = deltas;
       this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
@@ -278,4 +304,32 @@ export class StackDeltaLoader {
     this.#stats.loadMs += elapsed;
     logger.debug(message, { ...properties, ms: elapsed.toFixed(1) });
   }
+}
+
+function withGo(table: UnwindTable, go: GoUnwindRules | null): UnwindTable {
+  return go ? withGoRules(table, go) : table;
+}
+
+/** Where the executable segments of a file start and end (ELF addresses); null when it has none. */
+function codeRange(segments: readonly LoadSegment[]): { start: number; end: number } | null {
+  const code = segments.filter((segment) => segment.flags & PF_X);
+  if (code.length === 0) return null;
+  return {
+    start: Math.min(...code.map((segment) => segment.vaddr)),
+    end: Math.max(...code.map((segment) => segment.vaddr + segment.memsz)),
+  };
+}
+
+/** A table that follows frame pointers over [start, end). */
+function framePointerTable(start: number, end: number): UnwindTable {
+  return {
+    length: 2,
+    addresses: Float64Array.of(start, end),
+    cfaRules: Uint8Array.of(CfaRule.FramePointer, CfaRule.Invalid),
+    cfaOffsets: new Int32Array(2),
+    fpRules: new Uint8Array(2),
+    fpOffsets: new Int32Array(2),
+    fdeCount: 0,
+    skipped: [],
+  };
 }

@@ -88,6 +88,7 @@ const COMMAND_OF_RULE: Record<number, number> = {
   [CfaRule.Signal]: UnwindCommand.Signal,
   [CfaRule.Stop]: UnwindCommand.Stop,
   [CfaRule.Invalid]: UnwindCommand.Invalid,
+  [CfaRule.FramePointer]: UnwindCommand.FramePointer,
 };
 const INVALID = StackDeltaConstants.DeltaCommandFlag | UnwindCommand.Invalid;
 
@@ -162,7 +163,7 @@ export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistr
     let info: number;
     let tail: number;
     if (rule === CfaRule.Rsp || rule === CfaRule.Rbp) {
-      const opcode = rule === CfaRule.Rsp ? UnwindOpcode.Sp : UnwindOpcode.Fp;
+      const opcode = rule === CfaRule.Rsp ? UnwindOpcode.BaseSp : UnwindOpcode.BaseFp;
       const fpOpcode = fpRules[i] === FpRule.CfaOffset ? UnwindFpOpcode.CfaOffset : UnwindFpOpcode.Unchanged;
       const fpParam = fpOpcode === UnwindFpOpcode.CfaOffset ? fpOffsets[i]! : 0;
       let merge = 0;
@@ -192,6 +193,17 @@ export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistr
         tail = tailIndex;
         if (merge !== 0) i++; // the next row is folded into this one
       }
+    } else if (rule === CfaRule.GoCgoCall) {
+      // The two slots where asmcgocall saved its depth and its g, as the rule's two offsets.
+      const index = registry.indexOf(
+        UnwindOpcode.GoCgoCall,
+        UnwindFpOpcode.Unchanged,
+        0,
+        cfaOffsets[i]!,
+        fpOffsets[i]!,
+      );
+      if (index < 0) droppedRules++;
+      info = tail = index < 0 ? INVALID : index;
     } else {
       info = tail = StackDeltaConstants.DeltaCommandFlag | (COMMAND_OF_RULE[rule] ?? UnwindCommand.Invalid);
     }

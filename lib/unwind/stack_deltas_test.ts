@@ -76,7 +76,7 @@ function expected(table: UnwindTable, address: number) {
     case CfaRule.Rsp:
     case CfaRule.Rbp:
       return {
-        opcode: cfa === CfaRule.Rsp ? UnwindOpcode.Sp : UnwindOpcode.Fp,
+        opcode: cfa === CfaRule.Rsp ? UnwindOpcode.BaseSp : UnwindOpcode.BaseFp,
         param: table.cfaOffsets[row]!,
         fpOpcode: table.fpRules[row] === FpRule.CfaOffset
           ? UnwindFpOpcode.CfaOffset

@@ -43,8 +43,21 @@ import { EhFrameHeader, ehFramePointer, PT_GNU_EH_FRAME } from "./eh_frame_hdr.t
  * - Stop: the return address is undefined (`_start`, thread start): the outermost frame.
  * - Invalid: anything else the BPF side cannot follow (other expressions, other registers, a return
  *   address not at CFA-8, a malformed program), and addresses not covered by CFI (gap rows).
+ * - FramePointer: follow rbp (code known to keep frame pointers, without CFI: Go's).
+ * - GoCgoCall: Go's runtime.asmcgocall calling C code on the system stack; `cfaOffsets[i]` and
+ *   `fpOffsets[i]` are where, from rsp, it saved its depth below the goroutine's stack top and its g
+ *   (see `go_unwind_rules.ts`). Never made from CFI.
  */
-export const CfaRule = { Invalid: 0, Rsp: 1, Rbp: 2, Plt: 3, Signal: 4, Stop: 5 } as const;
+export const CfaRule = {
+  Invalid: 0,
+  Rsp: 1,
+  Rbp: 2,
+  Plt: 3,
+  Signal: 4,
+  Stop: 5,
+  FramePointer: 6,
+  GoCgoCall: 7,
+} as const;
 /** Where the caller's rbp is: saved at CFA + `fpOffsets[i]`, or not saved (still in rbp). */
 export const FpRule = { Unchanged: 0, CfaOffset: 1 } as const;
 

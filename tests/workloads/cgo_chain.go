@@ -1,7 +1,7 @@
-// Test workload with a known call chain through cgo: main -> a (Go) -> c_middle (C, called through
+// Test workload with a known call chain through cgo: main -> a -> b (Go) -> c_middle (C, called through
 // runtime.cgocall on the system stack) -> c_spin (C), where c_spin burns CPU for SECONDS of the process's
-// CPU time, as the C workloads do (clock.h), and main then prints `cpu_seconds=S`. The C functions keep
-// frame pointers and are never inlined. Usage: cgo_chain SECONDS
+// CPU time, as the C workloads do (clock.h), and main then prints `cpu_seconds=S`. No function of the
+// chain is inlined, and the C functions keep frame pointers. Usage: cgo_chain SECONDS
 package main
 
 /*
@@ -49,6 +49,11 @@ import (
 
 //go:noinline
 func a(end float64) {
+	b(end)
+}
+
+//go:noinline
+func b(end float64) {
 	C.c_middle(C.double(end))
 }
 

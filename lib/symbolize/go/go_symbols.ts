@@ -128,6 +128,33 @@ export class GoSymbols {
     }
   }
 
+  /** Where the table's functions start and end (ELF addresses); null when it has none. */
+  get codeRange(): { start: number; end: number } | null {
+    const table = this.#pclntab;
+    return table.functionCount === 0
+      ? null
+      : { start: table.entryOf(0), end: table.entryOf(table.functionCount) };
+  }
+
+  /**
+   * The functions called one of `names`, in address order: one table may hold several of a name (an
+   * assembly function and its wrapper of the other calling convention). Faster than filtering
+   * {@linkcode functions}: names are compared as bytes, not decoded.
+   *
+   * @throws {RangeError} when a function's record is malformed.
+   */
+  *functionsNamed(names: readonly string[]): Generator<GoFunction> {
+    const encoded = names.map((name) => new TextEncoder().encode(name));
+    const table = this.#pclntab;
+    for (let i = 0; i < table.functionCount; i++) {
+      const nameOff = table.nameOffOf(i);
+      const at = encoded.findIndex((name) => table.nameIs(nameOff, name));
+      if (at < 0) continue;
+      const f = table.func(i);
+      yield { name: names[at]!, entry: f.entry, end: f.end };
+    }
+  }
+
   /** The function whose code holds `pc` (its outermost, not inlined, frame), or null as for `frames`. */
   functionAt(pc: number): GoFunction | null {
     try {

@@ -193,3 +193,23 @@ Deno.test("GoSymbols.read() gives null for a binary that is not Go", () => {
   using elf = ElfFile.open("/bin/true");
   assert.equal(GoSymbols.read(elf), null);
 });
+
+Deno.test(requiring(go, {
+  name:
+    "GoSymbols.functionsNamed() finds each function `go tool nm` lists by that name; codeRange spans them all",
+  async fn() {
+    const reference = [...await nmText(await buildChain(false, false))].map((f) => {
+      const at = f.lastIndexOf("@");
+      return { name: f.slice(0, at), entry: Number(f.slice(at + 1)) };
+    });
+    const symbols = readSymbols(await buildChain(false, true));
+    // runtime.asmcgocall is there twice: the assembly function and its wrapper for Go's register ABI.
+    const names = ["main.a", "main.c", "runtime.asmcgocall", "no.such.function"];
+    const found = [...symbols.functionsNamed(names)].map(({ name, entry }) => ({ name, entry }));
+    const expected = reference.filter((f) => names.includes(f.name)).sort((x, y) => x.entry - y.entry);
+    assert.equal(expected.filter((f) => f.name === "runtime.asmcgocall").length, 2);
+    assert.deepEqual(found, expected);
+    const marker = (name: string) => reference.find((f) => f.name === name)!.entry;
+    assert.deepEqual(symbols.codeRange, { start: marker("runtime.text"), end: marker("runtime.etext") });
+  },
+}));

@@ -246,6 +246,25 @@ export class Pclntab {
     return name;
   }
 
+  /** The name offset of function `i`'s record, read alone ({@linkcode func} checks the whole record). */
+  nameOffOf(i: number): number {
+    if (!(i >= 0 && i < this.functionCount)) fail(`function ${i} is not in the table`);
+    const layout = this.#layout;
+    const field = layout.functabField;
+    const offset = this.#functab + this.#field(this.#functab + (2 * i + 1) * field, field);
+    return this.#u32(offset + layout.entrySize);
+  }
+
+  /** Whether the name at `nameOff` is `name` (UTF-8): a compare of bytes, without decoding the name. */
+  nameIs(nameOff: number, name: Uint8Array): boolean {
+    const table = this.#funcnametab;
+    if (!(nameOff >= 0 && nameOff + name.length < table.length) || table[nameOff + name.length] !== 0) {
+      return false;
+    }
+    for (let i = 0; i < name.length; i++) if (table[nameOff + i] !== name[i]) return false;
+    return true;
+  }
+
   /** The value pc-value table `offset` gives `pc` in function `f`; null without a table or a value. */
   pcValue(offset: number, f: GoFunc, pc: number): number | null {
     return offset === 0 ? null : pcValue(this.pctab, offset, f.entry, pc, this.quantum);

@@ -1,0 +1,487 @@
+/**
+ * The rows a Go binary's unwind table needs besides its CFI, found from its `.gopclntab`:
+ *
+ * - Go code has no `.eh_frame` (only `.debug_frame`, which `-ldflags=-w` strips), but keeps frame
+ *   pointers on amd64: where the table has no rule in the range of Go's functions, frame pointers are
+ *   followed, so a cgo binary's Go frames are not cut off where its C code's `.eh_frame` ends.
+ * - runtime.asmcgocall switches from the goroutine's stack to the thread's system stack (g0) to call C
+ *   code. Its call of the C function gets a {@linkcode CfaRule.GoCgoCall} row, which the BPF unwinder
+ *   follows back onto the goroutine's stack, so that a sample in C code shows the Go callers too. The
+ *   slots asmcgocall saves its g and its depth below the goroutine's stack top in are read from its code
+ *   (they moved between Go releases): a call is marked only where the instructions before it are the
+ *   known save sequence, so an unknown layout loses the Go callers but never makes up frames.
+ * - runtime.cgocallback, which runs Go code that C calls, does so on the goroutine's stack while its own
+ *   frame stays on the system stack: its call unwinds by its frame pointer, back to the C code (see
+ *   {@linkcode GoCallback}).
+ *
+ * @example
+ * ```ts ignore
+ * import { ElfFile } from "../elf/elf_file.ts";
+ * import { extractUnwindTable } from "./unwind_table.ts";
+ * import { goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
+ * using elf = ElfFile.open("./server");
+ * const rules = goUnwindRules(elf); // null: not a Go binary
+ * const table = rules ? withGoRules(extractUnwindTable(elf), rules) : extractUnwindTable(elf);
+ * ```
+ *
+ * @module
+ */
+
+import type { ElfFile } from "../elf/elf_file.ts";
+import type { Address } from "../types.ts";
+import { GoSymbols } from "../symbolize/go/go_symbols.ts";
+import { CfaRule, FpRule, type UnwindTable } from "./unwind_table.ts";
+
+/** One call of C code by runtime.asmcgocall: the call instruction and asmcgocall's saved slots. */
+export interface GoCgoCall {
+  /** The call instruction's bytes [start, end) (ELF addresses); `end` is the return address. */
+  start: number;
+  end: number;
+  /** Where asmcgocall saved, from rsp at the call: its entry rsp's depth below g.stack.hi, and g. */
+  depthSlot: number;
+  gSlot: number;
+}
+
+/** A rule without its address. */
+type Rule = Omit<Row, "address">;
+
+/** A range of code [start, end) (ELF addresses), and how it changes each rule in force there. */
+interface Overlay {
+  start: number;
+  end: number;
+  map: (rule: Rule) => Rule;
+}
+
+/** What {@linkcode withGoRules} adds to a Go binary's table. */
+export interface GoUnwindRules {
+  /** The range of Go's functions. */
+  code: { start: number; end: number } | null;
+  /** The C calls of runtime.asmcgocall whose save sequence was recognized. */
+  cgoCalls: GoCgoCall[];
+  /** asmcgocall_landingpad's calls of C code: it has no frame (CFA = rsp + 8). */
+  frameless: { start: number; end: number }[];
+  /** runtime.cgocallback's calls of Go code, on the goroutine's stack, for C code calling Go. */
+  callbacks: GoCallback[];
+}
+
+/**
+ * runtime.cgocallback, which C code calls (through crosscall2) to run Go code, switches to the
+ * goroutine's stack and calls runtime.cgocallbackg there with rbp still its own frame pointer, on the
+ * system stack; the return address Go leaves above that frame is no caller's. So cgocallback's call
+ * unwinds by frame pointer (back onto the system stack, to crosscall2), and the callee's rows say where it
+ * saved rbp, which CFI from Go does not.
+ */
+export interface GoCallback {
+  /** The call instruction's bytes [start, end) in cgocallback. */
+  start: number;
+  end: number;
+  /** The callee's code after its prologue saved rbp, and the CFA offset of its frame there. */
+  callee: { start: number; end: number; cfaOffset: number };
+}
+
+/** Functions larger than this are not asmcgocall (a few dozen instructions): their code is not read. */
+const MAX_FUNCTION_BYTES = 4096;
+
+/**
+ * The rows for Go code of `elf`, or null when it is not a Go binary (no `.gopclntab` this reads).
+ *
+ * @throws {RangeError} when its `.gopclntab` is malformed.
+ */
+export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
+  const symbols = GoSymbols.read(elf);
+  if (symbols === null) return null;
+  const cgoCalls: GoCgoCall[] = [];
+  const frameless: { start: number; end: number }[] = [];
+  const landingPads = new Map<number, number>();
+  const asmcgocalls: { entry: number; end: number }[] = [];
+  const cgocallbacks: { entry: number; end: number }[] = [];
+  const cgocallbackgs = new Map<number, number>();
+  const names = [
+    "runtime.asmcgocall",
+    "runtime.asmcgocall_landingpad",
+    "runtime.cgocallback",
+    "runtime.cgocallbackg",
+  ];
+  for (const f of symbols.functionsNamed(names)) {
+    if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
+    if (f.name === "runtime.asmcgocall_landingpad") landingPads.set(f.entry, f.end);
+    if (f.name === "runtime.cgocallback") cgocallbacks.push(f);
+    if (f.name === "runtime.cgocallbackg") cgocallbackgs.set(f.entry, f.end);
+  }
+  const callbacks: GoCallback[] = [];
+  for (const f of cgocallbacks) {
+    const code = codeOf(elf, f.entry, f.end);
+    const call = code === null ? null : findCallbackCall(code, f.entry);
+    if (call === null) continue;
+    const calleeEnd = cgocallbackgs.get(call.target);
+    const callee = calleeEnd === undefined ? null : codeOf(elf, call.target, calleeEnd);
+    const frame = callee === null ? null : standardFrame(callee);
+    if (frame === null) continue;
+    callbacks.push({
+      start: call.start,
+      end: call.end,
+      callee: { start: call.target + frame.saved, end: calleeEnd!, cfaOffset: frame.size + 8 },
+    });
+  }
+  for (const f of asmcgocalls) {
+    const code = codeOf(elf, f.entry, f.end);
+    if (code === null) continue;
+    for (const call of findCgoCalls(code, f.entry)) {
+      cgoCalls.push(call);
+      // Later releases call C through asmcgocall_landingpad, which has no frame.
+      const target = call.target;
+      if (target === null) continue;
+      const padEnd = landingPads.get(target);
+      const pad = padEnd === undefined ? null : codeOf(elf, target, padEnd);
+      const at = pad === null ? -1 : framelessCallAt(pad);
+      if (at >= 0) frameless.push({ start: target + at, end: target + at + 2 });
+    }
+  }
+  return {
+    code: symbols.codeRange,
+    cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot }) => ({ start, end, depthSlot, gSlot })),
+    frameless,
+    callbacks,
+  };
+}
+
+/** The bytes of code [start, end) of `elf`, or null when they are not all in the file. */
+function codeOf(elf: ElfFile, start: number, end: number): Uint8Array | null {
+  if (!(end > start && end - start <= MAX_FUNCTION_BYTES)) return null;
+  const offset = elf.vaddrToFileOffset(start as Address);
+  const last = elf.vaddrToFileOffset((end - 1) as Address);
+  if (offset === null || last === null || last - offset !== end - 1 - start) return null;
+  try {
+    return elf.read(offset, end - start);
+  } catch (error) {
+    if (error instanceof RangeError) return null;
+    throw error;
+  }
+}
+
+// The instructions of asmcgocall's save sequences (Go's assembler, amd64). A displacement from rsp is
+// either one byte (mod 01) or none, for 0 (mod 00).
+const MOVQ_SP_DX = [0x48, 0x89, 0xe2];
+const ANDQ_SP_ALIGN = [0x48, 0x83, 0xe4, 0xf0]; // ANDQ $~15, SP
+const MOVQ_STACK_HI_DI = [0x48, 0x8b, 0x7f, 0x08]; // MOVQ 8(DI), DI: g.stack.hi
+const SUBQ_DX_DI = [0x48, 0x29, 0xd7];
+const MOVQ_BX_DI = [0x48, 0x89, 0xdf];
+const MOVQ_BX_CX = [0x48, 0x89, 0xd9];
+const CALL_AX = [0xff, 0xd0];
+const CALL_REL32 = 0xe8;
+const MOVQ_DI_SP = [0x48, 0x89, 0xfc];
+/** ModRM register fields of MOVQ r, d(SP): DI and DX. */
+const REG_DI = 7;
+const REG_DX = 2;
+
+/** A cursor over code that matches instructions and moves past them. */
+class Matcher {
+  constructor(readonly code: Uint8Array, public at: number) {}
+
+  bytes(expected: readonly number[]): boolean {
+    for (let i = 0; i < expected.length; i++) {
+      if (this.code[this.at + i] !== expected[i]) return false;
+    }
+    this.at += expected.length;
+    return true;
+  }
+
+  /** MOVQ reg, d(SP) with the register `reg`: d, or -1. */
+  storeToStack(reg: number): number {
+    const c = this.code;
+    const at = this.at;
+    if (c[at] !== 0x48 || c[at + 1] !== 0x89 || c[at + 3] !== 0x24) return -1;
+    const modrm = c[at + 2]!;
+    if (((modrm >> 3) & 7) !== reg || (modrm & 7) !== 4) return -1;
+    if (modrm >> 6 === 0) {
+      this.at += 4;
+      return 0;
+    }
+    if (modrm >> 6 !== 1 || at + 4 >= c.length) return -1;
+    this.at += 5;
+    return c[at + 4]!;
+  }
+
+  /** MOVQ $0, d(SP): d, or -1. */
+  zeroToStack(): number {
+    const c = this.code;
+    const at = this.at;
+    if (c[at] !== 0x48 || c[at + 1] !== 0xc7 || c[at + 3] !== 0x24) return -1;
+    const modrm = c[at + 2]!;
+    if (((modrm >> 3) & 7) !== 0 || (modrm & 7) !== 4) return -1;
+    const displacement = modrm >> 6 === 1 ? 1 : modrm >> 6 === 0 ? 0 : -1;
+    if (displacement < 0) return -1;
+    const imm = at + 4 + displacement;
+    if (imm + 4 > c.length || c[imm] !== 0 || c[imm + 1] !== 0 || c[imm + 2] !== 0 || c[imm + 3] !== 0) {
+      return -1;
+    }
+    this.at = imm + 4;
+    return displacement === 1 ? c[at + 4]! : 0;
+  }
+}
+
+/**
+ * The calls of C code in runtime.asmcgocall's `code` (at ELF address `address`) that follow one of its
+ * two save sequences (Go's src/runtime/asm_amd64.s), with the call's target when it is a direct call:
+ *
+ * ```
+ * ANDQ $~15, SP; MOVQ DI, g(SP); MOVQ 8(DI), DI; SUBQ DX, DI; MOVQ DI, depth(SP) [MOVQ BX, DI; MOVQ BX, CX] CALL
+ * ANDQ $~15, SP; MOVQ $0, g(SP); MOVQ DX, depth(SP)                              [MOVQ BX, DI; MOVQ BX, CX] CALL
+ * ```
+ *
+ * where DX holds the entry rsp (`MOVQ SP, DX` must come earlier) and the second, already on a system
+ * stack, saves that rsp itself. The depth slot must be 8-byte aligned, and the g slot right above it.
+ */
+export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { target: number | null })[] {
+  const calls: (GoCgoCall & { target: number | null })[] = [];
+  const entrySpSaved = indexOf(code, MOVQ_SP_DX, 0);
+  if (entrySpSaved < 0) return calls;
+  for (
+    let at = indexOf(code, ANDQ_SP_ALIGN, entrySpSaved);
+    at >= 0;
+    at = indexOf(code, ANDQ_SP_ALIGN, at + 1)
+  ) {
+    const m = new Matcher(code, at + ANDQ_SP_ALIGN.length);
+    let gSlot: number;
+    let depthSlot: number;
+    const switched = new Matcher(code, m.at);
+    gSlot = switched.storeToStack(REG_DI);
+    if (gSlot >= 0 && switched.bytes(MOVQ_STACK_HI_DI) && switched.bytes(SUBQ_DX_DI)) {
+      depthSlot = switched.storeToStack(REG_DI);
+      m.at = switched.at;
+    } else {
+      gSlot = m.zeroToStack();
+      depthSlot = gSlot < 0 ? -1 : m.storeToStack(REG_DX);
+    }
+    // The BPF unwinder reads both slots at once.
+    if (depthSlot < 0 || depthSlot % 8 !== 0 || gSlot !== depthSlot + 8) continue;
+    m.bytes(MOVQ_BX_DI);
+    m.bytes(MOVQ_BX_CX);
+    const start = m.at;
+    let target: number | null = null;
+    if (!m.bytes(CALL_AX)) {
+      if (code[start] !== CALL_REL32 || start + 5 > code.length) continue;
+      const view = new DataView(code.buffer, code.byteOffset + start + 1, 4);
+      target = address + start + 5 + view.getInt32(0, true);
+      m.at += 5;
+    }
+    calls.push({ start: address + start, end: address + m.at, depthSlot, gSlot, target });
+  }
+  return calls;
+}
+
+/**
+ * Where runtime.asmcgocall_landingpad's `code` calls AX before anything moves rsp (the C function's
+ * return address then lies right above the landing pad's: CFA = rsp + 8), or -1.
+ */
+function framelessCallAt(code: Uint8Array): number {
+  const m = new Matcher(code, 0);
+  m.bytes(MOVQ_BX_DI);
+  m.bytes(MOVQ_BX_CX);
+  const at = m.at;
+  return m.bytes(CALL_AX) ? at : -1;
+}
+
+/**
+ * The frame of a function whose `code` starts with Go's prologue (`SUBQ $size, SP; MOVQ BP, size-8(SP);
+ * LEAQ size-8(SP), BP`): its size, and the offset of the first instruction after rbp is saved (at
+ * CFA - 16); or null.
+ */
+export function standardFrame(code: Uint8Array): { size: number; saved: number } | null {
+  const view = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  let size: number;
+  let at: number;
+  if (code.length >= 4 && code[0] === 0x48 && code[1] === 0x83 && code[2] === 0xec) {
+    size = code[3]! < 0x80 ? code[3]! : -1;
+    at = 4;
+  } else if (code.length >= 7 && code[0] === 0x48 && code[1] === 0x81 && code[2] === 0xec) {
+    size = view.getInt32(3, true);
+    at = 7;
+  } else return null;
+  if (!(size >= 16 && size % 8 === 0)) return null;
+  const slot = size - 8;
+  /** MOVQ BP, slot(SP) (0x89) or LEAQ slot(SP), BP (0x8d) at `at`: its length, or 0. */
+  const rbpAtSlot = (opcode: number): number => {
+    if (code[at] !== 0x48 || code[at + 1] !== opcode || code[at + 3] !== 0x24) return 0;
+    if (code[at + 2] === 0x6c && slot < 0x80 && code[at + 4] === slot) return 5;
+    if (code[at + 2] === 0xac && at + 8 <= code.length && view.getInt32(at + 4, true) === slot) return 8;
+    return 0;
+  };
+  const store = rbpAtSlot(0x89);
+  if (store === 0) return null;
+  at += store;
+  const saved = at;
+  return rbpAtSlot(0x8d) === 0 ? null : { size, saved };
+}
+
+/**
+ * runtime.cgocallback's (`code` at `address`) call of runtime.cgocallbackg on the goroutine's stack,
+ * when cgocallback keeps Go's frame prologue (rbp is its frame at the call); or null. The call follows
+ * the switch (`MOVQ DI, SP`) and the stores of the callee's arguments (`MOVQ reg, d(SP)`): `LEAQ
+ * target(IP), AX; CALL AX` or `CALL target`.
+ */
+export function findCallbackCall(
+  code: Uint8Array,
+  address: number,
+): { start: number; end: number; target: number } | null {
+  if (standardFrame(code) === null) return null;
+  const view = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  const switched = indexOf(code, MOVQ_DI_SP, 0);
+  if (switched < 0) return null;
+  let at = switched + MOVQ_DI_SP.length;
+  // MOVQ reg, d(SP): REX.W 89, ModRM with rm = 100 (SIB) and mod 00 or 01, SIB 0x24.
+  while (code[at] === 0x48 && code[at + 1] === 0x89 && (code[at + 2]! & 7) === 4 && code[at + 3] === 0x24) {
+    const mod = code[at + 2]! >> 6;
+    if (mod === 0) at += 4;
+    else if (mod === 1) at += 5;
+    else return null;
+  }
+  if (at + 9 <= code.length && code[at] === 0x48 && code[at + 1] === 0x8d && code[at + 2] === 0x05) {
+    const target = address + at + 7 + view.getInt32(at + 3, true);
+    if (code[at + 7] !== 0xff || code[at + 8] !== 0xd0) return null;
+    return { start: address + at + 7, end: address + at + 9, target };
+  }
+  if (at + 5 <= code.length && code[at] === CALL_REL32) {
+    return {
+      start: address + at,
+      end: address + at + 5,
+      target: address + at + 5 + view.getInt32(at + 1, true),
+    };
+  }
+  return null;
+}
+
+function indexOf(code: Uint8Array, pattern: readonly number[], from: number): number {
+  outer: for (let i = from; i + pattern.length <= code.length; i++) {
+    for (let j = 0; j < pattern.length; j++) if (code[i + j] !== pattern[j]) continue outer;
+    return i;
+  }
+  return -1;
+}
+
+/** `table` with the rows of `rules`: frame pointers in Go code's gaps, then the calls, over all else. */
+export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTable {
+  const overlays: Overlay[] = [];
+  const rule = (cfaRule: number, cfaOffset: number, fpRule: number, fpOffset: number): Rule => ({
+    cfaRule,
+    cfaOffset,
+    fpRule,
+    fpOffset,
+  });
+  if (rules.code) {
+    const framePointer = rule(CfaRule.FramePointer, 0, FpRule.Unchanged, 0);
+    overlays.push({ ...rules.code, map: (r) => r.cfaRule === CfaRule.Invalid ? framePointer : r });
+  }
+  for (const { callee, start, end } of rules.callbacks) {
+    // Once the callee saved rbp, its CFI rows (rsp-based, its whole frame) say so.
+    overlays.push({
+      ...callee,
+      map: (r) =>
+        r.cfaRule === CfaRule.Rsp && r.cfaOffset === callee.cfaOffset
+          ? rule(CfaRule.Rsp, r.cfaOffset, FpRule.CfaOffset, -16)
+          : r,
+    });
+    // cgocallback's frame, on the system stack: rbp + 16 is the CFA, its caller's rbp is at rbp.
+    const byFramePointer = rule(CfaRule.Rbp, 16, FpRule.CfaOffset, -16);
+    overlays.push({ start, end, map: () => byFramePointer });
+  }
+  for (const pad of rules.frameless) {
+    const frameless = rule(CfaRule.Rsp, 8, FpRule.Unchanged, 0);
+    overlays.push({ ...pad, map: () => frameless });
+  }
+  for (const call of rules.cgoCalls) {
+    const cgoCall = rule(CfaRule.GoCgoCall, call.depthSlot, FpRule.Unchanged, call.gSlot);
+    overlays.push({ start: call.start, end: call.end, map: () => cgoCall });
+  }
+  let out = table;
+  for (const overlay of overlays) out = paint(out, overlay);
+  return out;
+}
+
+/** One row of a table, as the builder of a new one holds it. */
+interface Row {
+  address: number;
+  cfaRule: number;
+  cfaOffset: number;
+  fpRule: number;
+  fpOffset: number;
+}
+
+function rowOf(table: UnwindTable, i: number): Row {
+  return {
+    address: table.addresses[i]!,
+    cfaRule: table.cfaRules[i]!,
+    cfaOffset: table.cfaOffsets[i]!,
+    fpRule: table.fpRules[i]!,
+    fpOffset: table.fpOffsets[i]!,
+  };
+}
+
+const NO_RULE: Rule = { cfaRule: CfaRule.Invalid, cfaOffset: 0, fpRule: FpRule.Unchanged, fpOffset: 0 };
+
+/** `table` with the rules in force over [start, end) changed by `overlay`, split at its ends. */
+function paint(table: UnwindTable, overlay: Overlay): UnwindTable {
+  const { start, end, map } = overlay;
+  // Rows before `first` and from `last` on stay as they are: only the few between are rebuilt.
+  const first = firstAtOrAfter(table, start);
+  const last = firstAtOrAfter(table, end);
+  const ruleAt = (i: number): Rule => i < 0 ? NO_RULE : ruleOf(rowOf(table, i));
+  const same = (a: Rule, b: Rule) =>
+    a.cfaRule === b.cfaRule && a.cfaOffset === b.cfaOffset && a.fpRule === b.fpRule &&
+    a.fpOffset === b.fpOffset;
+  const middle: Row[] = [];
+  const push = (row: Row) => {
+    if (middle.length > 0 && middle[middle.length - 1]!.address === row.address) middle.pop();
+    const previous = middle.length > 0 ? middle[middle.length - 1]! : ruleAt(first - 1);
+    if (!same(previous, row)) middle.push(row);
+  };
+  push({ ...map(ruleAt(first - 1)), address: start });
+  for (let i = first; i < last; i++) push({ ...map(ruleAt(i)), address: table.addresses[i]! });
+  if (last >= table.length || table.addresses[last]! > end) push({ ...ruleAt(last - 1), address: end });
+  // The first row after is redundant when the rebuilt rows end in its rule.
+  const tail = middle.length > 0 && last < table.length &&
+      same(middle[middle.length - 1]!, ruleAt(last))
+    ? last + 1
+    : last;
+  const length = first + middle.length + table.length - tail;
+  const column = <T extends Float64Array | Uint8Array | Int32Array>(
+    source: T,
+    fresh: T,
+    value: (row: Row) => number,
+  ): T => {
+    fresh.set(source.subarray(0, first));
+    middle.forEach((row, k) => fresh[first + k] = value(row));
+    fresh.set(source.subarray(tail), first + middle.length);
+    return fresh;
+  };
+  return {
+    length,
+    addresses: column(table.addresses.subarray(0, table.length), new Float64Array(length), (r) => r.address),
+    cfaRules: column(table.cfaRules.subarray(0, table.length), new Uint8Array(length), (r) => r.cfaRule),
+    cfaOffsets: column(
+      table.cfaOffsets.subarray(0, table.length),
+      new Int32Array(length),
+      (r) => r.cfaOffset,
+    ),
+    fpRules: column(table.fpRules.subarray(0, table.length), new Uint8Array(length), (r) => r.fpRule),
+    fpOffsets: column(table.fpOffsets.subarray(0, table.length), new Int32Array(length), (r) => r.fpOffset),
+    fdeCount: table.fdeCount,
+    skipped: table.skipped,
+  };
+}
+
+function ruleOf({ cfaRule, cfaOffset, fpRule, fpOffset }: Rule): Rule {
+  return { cfaRule, cfaOffset, fpRule, fpOffset };
+}
+
+/** The index of the first row of `table` at or after `address` (`table.length` when none is). */
+function firstAtOrAfter(table: UnwindTable, address: number): number {
+  let low = 0;
+  let high = table.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (table.addresses[middle]! < address) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}

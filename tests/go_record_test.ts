@@ -157,7 +157,13 @@ for (const inline of [true, false]) {
 Deno.test(requiring([tracing(), programs("go", "gcc")], {
   name: "record -p PID of a stripped cgo program shows its C frames in order beneath runtime.asmcgocall",
   async fn() {
-    const binary = await buildGoWorkload("cgo_chain", { ldflags: "-s -w" }, "-stripped");
+    // Stripped, the C functions keep only the names the dynamic symbol table holds: Go 1.19 had the host
+    // linker export every global one (-rdynamic), Go 1.24 only those cgo needs, so the build asks for it.
+    const binary = await buildGoWorkload(
+      "cgo_chain",
+      { ldflags: "-s -w -extldflags=-rdynamic" },
+      "-stripped-rdynamic",
+    );
     const dir = tempDir();
     const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
     try {

@@ -111,8 +111,8 @@ export interface StaticLibpython {
  *
  * A built-in module whose Setup line (in LIBPL) names an archive that is not installed cannot be linked:
  * CPython 3.12 and 3.13 build the HACL* SHA-2 code of `_sha2` into `Modules/_hacl/libHacl_Hash_SHA2.a`,
- * a file of their build tree that MODLIBS names and no Debian package installs (python/cpython#131298,
- * gone in 3.14). Such modules are listed in `unlinkable`, and their archives left out of `libraries`.
+ * a file of their build tree that MODLIBS names and no Debian package installs (python/cpython#131298).
+ * Such modules are listed in `unlinkable`, and their archives left out of `libraries`.
  */
 export function systemStaticLibpython(): StaticLibpython | string {
   const code = "import sysconfig as s; v = s.get_config_var; print(v('LIBPL')); print(v('LIBRARY')); " +

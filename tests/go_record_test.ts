@@ -184,10 +184,12 @@ for (const stripped of [true, false]) {
     name:
       `record -p PID of a cgo program (${variant}) shows the Go callers of its C code, with files and lines`,
     async fn() {
+      // Stripped, the C functions keep only the names the dynamic symbol table holds: Go 1.19 had the host
+      // linker export every global one (-rdynamic), Go 1.24 only those cgo needs, so the build asks for it.
       const binary = await buildGoWorkload(
         "cgo_chain",
-        stripped ? { ldflags: "-s -w" } : {},
-        stripped ? "-stripped" : "",
+        stripped ? { ldflags: "-s -w -extldflags=-rdynamic" } : {},
+        stripped ? "-stripped-rdynamic" : "",
       );
       const calls = cgoCallLines();
       const dir = tempDir();

@@ -93,23 +93,103 @@ export function systemPythonDev(): Requirement {
  */
 export type LibpythonLink = "shared" | "static";
 
+/** The system's static libpython, and what a program that links it needs besides. */
+export interface StaticLibpython {
+  /** `libpython3.X.a`. */
+  archive: string;
+  /** The libraries its built-in modules need (`-lz`, ...), as sysconfig's MODLIBS, LIBS and SYSLIBS say. */
+  libraries: string[];
+  /** The directory of the archive (sysconfig's LIBPL), which holds `config.c` and the Setup files. */
+  libpl: string;
+  /** Built-in modules whose code is not all installed, and so cannot be linked in (see below). */
+  unlinkable: string[];
+}
+
 /**
  * The system's static libpython and the libraries its built-in modules need, or a reason it is not here.
  * Debian compiles it position-dependent, so a program that links it is too (`-no-pie`).
+ *
+ * A built-in module whose Setup line (in LIBPL) names an archive that is not installed cannot be linked:
+ * CPython 3.12 and 3.13 build the HACL* SHA-2 code of `_sha2` into `Modules/_hacl/libHacl_Hash_SHA2.a`,
+ * a file of their build tree that MODLIBS names and no Debian package installs (python/cpython#131298).
+ * Such modules are listed in `unlinkable`, and their archives left out of `libraries`.
  */
-export function systemStaticLibpython(): { archive: string; libraries: string[] } | string {
-  const code = "import sysconfig as s; v = s.get_config_var; " +
-    "print(v('LIBPL') + '/' + v('LIBRARY')); print(' '.join([v('MODLIBS'), v('LIBS'), v('SYSLIBS')]))";
+export function systemStaticLibpython(): StaticLibpython | string {
+  const code = "import sysconfig as s; v = s.get_config_var; print(v('LIBPL')); print(v('LIBRARY')); " +
+    "print(' '.join([v('MODLIBS'), v('LIBS'), v('SYSLIBS')]))";
   const out = run(SYSTEM_PYTHON, ["-c", code]);
   if (out === null) return `${SYSTEM_PYTHON} does not run`;
-  const [archive = "", libraries = ""] = out.split("\n");
+  const [libpl = "", library = "", libraries = ""] = out.split("\n");
+  const archive = `${libpl}/${library}`;
   if (!isFile(archive)) return `${SYSTEM_PYTHON} has no static library (${archive} is missing)`;
-  return { archive, libraries: libraries.split(/\s+/).filter((flag) => flag !== "") };
+  const missing = new Map<string, string[]>();
+  for (const setup of ["Setup.bootstrap", "Setup.stdlib", "Setup.local"]) {
+    for (const [module, archives] of staticSetupArchives(`${libpl}/${setup}`)) {
+      // A relative path is one of CPython's build tree.
+      const absent = archives.filter((path) => !path.startsWith("/") || !isFile(path));
+      if (absent.length > 0) missing.set(module, absent);
+    }
+  }
+  const absent = new Set([...missing.values()].flat());
+  return {
+    archive,
+    libraries: libraries.split(/\s+/).filter((flag) => flag !== "" && !absent.has(flag)),
+    libpl,
+    unlinkable: [...missing.keys()],
+  };
+}
+
+/**
+ * The archives (`*.a`) each module line of a makesetup Setup file names, by module, for the modules it
+ * builds into libpython: those of its `*static*` sections, the default until a `*shared*` or
+ * `*disabled*` one.
+ */
+function staticSetupArchives(path: string): Map<string, string[]> {
+  const archives = new Map<string, string[]>();
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch {
+    return archives;
+  }
+  let builtIn = true;
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/#.*/, "").trim();
+    if (line.startsWith("*")) {
+      builtIn = line === "*static*";
+      continue;
+    }
+    // Variable assignments are no module lines.
+    if (!builtIn || line === "" || /^[A-Za-z_][A-Za-z0-9_]*\s*=/.test(line)) continue;
+    const [module, ...words] = line.split(/\s+/);
+    const named = words.filter((word) => word.endsWith(".a"));
+    if (module !== undefined && named.length > 0) archives.set(module, named);
+  }
+  return archives;
+}
+
+/**
+ * The system's table of built-in modules (LIBPL's `config.c`, which the static libpython was built from)
+ * without `modules`: a program that defines the table itself does not link the archive's, and so none
+ * of the modules left out.
+ */
+function inittabWithout(libpl: string, modules: string[]): string {
+  const initFunctions = new Set(modules.map((module) => `PyInit_${module}`));
+  const lines = Deno.readTextFileSync(`${libpl}/config.c`).split("\n");
+  const kept = lines.filter((line) =>
+    ![...line.matchAll(/\bPyInit_\w+/g)].some(([f]) => initFunctions.has(f))
+  );
+  const removed = lines.length - kept.length;
+  if (removed !== 2 * modules.length) {
+    throw new Error(`${libpl}/config.c: ${removed} lines name ${[...initFunctions].join(", ")}, not 2 each`);
+  }
+  return kept.join("\n");
 }
 
 /**
  * Builds `testdata/NAME.c` against the system Python into `dir` (as `dir/NAME-LINK`), with
- * python3-config's flags, and returns its path.
+ * python3-config's flags, and returns its path. Linked with the static libpython, the program brings
+ * its own table of built-in modules when some cannot be linked ({@linkcode systemStaticLibpython}).
  *
  * @throws {Error} when it does not build.
  */
@@ -122,15 +202,29 @@ export function buildAgainstSystemPython(
   const output = `${dir}/${name}-${link}`;
   const config = (flag: string) =>
     (run(SYSTEM_PYTHON_CONFIG, ["--embed", flag]) ?? "").split(/\s+/).filter(Boolean);
+  const sources = [source];
   let libraries: string[];
   if (link === "shared") {
     libraries = config("--ldflags");
   } else {
     const staticLibrary = systemStaticLibpython();
     if (typeof staticLibrary === "string") throw new Error(staticLibrary);
+    if (staticLibrary.unlinkable.length > 0) {
+      const inittab = `${dir}/${name}-config.c`;
+      Deno.writeTextFileSync(inittab, inittabWithout(staticLibrary.libpl, staticLibrary.unlinkable));
+      sources.push(inittab);
+    }
     libraries = ["-no-pie", staticLibrary.archive, ...staticLibrary.libraries];
   }
-  const args = ["-O2", "-fno-omit-frame-pointer", ...config("--cflags"), source, "-o", output, ...libraries];
+  const args = [
+    "-O2",
+    "-fno-omit-frame-pointer",
+    ...config("--cflags"),
+    ...sources,
+    "-o",
+    output,
+    ...libraries,
+  ];
   const built = new Deno.Command("gcc", { args, stdout: "null", stderr: "piped" }).outputSync();
   if (!built.success) throw new Error(`gcc ${args.join(" ")}: ${decoder.decode(built.stderr)}`);
   return output;

@@ -16,6 +16,25 @@ function buildChain(inline: boolean, stripped: boolean, pie = false): Promise<st
   }, `-go${inline ? "" : "-noinline"}${stripped ? "-stripped" : ""}${pie ? "-pie" : ""}`);
 }
 
+/**
+ * The `.gopclntab` layout the installed Go writes, from `go env GOVERSION` and the releases Go's
+ * `debug/gosym` names each layout after: 1.16-1.17 write 1.16's, 1.18-1.19 1.18's, 1.20 and later 1.20's.
+ */
+async function layoutOfInstalledGo(): Promise<{ go: string; layout: string }> {
+  // The toolchain buildGoWorkload builds with: the local one.
+  const result = await new Deno.Command("go", {
+    args: ["env", "GOVERSION"],
+    env: { GOTOOLCHAIN: "local" },
+    stdout: "piped",
+  }).output();
+  const go = new TextDecoder().decode(result.stdout).trim();
+  const match = /^go1\.(\d+)(?:\D|$)/.exec(go);
+  assert.ok(result.success && match, `go env GOVERSION: ${go}`);
+  const minor = Number(match[1]);
+  assert.ok(minor >= 16, `${go} writes a layout older than the ones read`);
+  return { go, layout: minor >= 20 ? "1.20" : minor >= 18 ? "1.18" : "1.16" };
+}
+
 async function goTool(...args: string[]): Promise<string> {
   const result = await new Deno.Command("go", { args: ["tool", ...args], stdout: "piped", stderr: "piped" })
     .output();
@@ -23,26 +42,70 @@ async function goTool(...args: string[]): Promise<string> {
   return new TextDecoder().decode(result.stdout);
 }
 
-/**
- * The text symbols `go tool nm` lists, as `name@address`, with names as the linker writes them into the
- * function table: without the ABI suffix of assembly functions and wrappers (`internal/cpu.cpuid.abi0`),
- * and with what lies between the first `[` and the last `]` elided to `[...]` (cmd/link's `nameParts`,
- * for type arguments).
- */
-async function nmText(binary: string): Promise<Set<string>> {
-  const out = new Set<string>();
+/** The linker's markers of the start and end of the code, which `go tool nm` lists beside the functions. */
+const TEXT_MARKERS = ["runtime.etext", "runtime.text"];
+
+/** The text symbols `go tool nm` lists in `binary`. */
+async function nmSymbols(binary: string): Promise<{ name: string; address: number }[]> {
+  const symbols: { name: string; address: number }[] = [];
   for (const line of (await goTool("nm", binary)).split("\n")) {
     const match = /^\s*([0-9a-f]+) ([Tt]) (.+)$/.exec(line);
-    if (match) out.add(`${pclntabName(match[3]!)}@${parseInt(match[1]!, 16)}`);
+    if (match) symbols.push({ name: match[3]!, address: parseInt(match[1]!, 16) });
   }
-  return out;
+  return symbols;
 }
 
-function pclntabName(symbol: string): string {
-  const name = symbol.replace(/\.abi0$/, "");
-  const open = name.indexOf("[");
-  const close = name.lastIndexOf("]");
-  return open >= 0 && close > open ? `${name.slice(0, open)}[...]${name.slice(close + 1)}` : name;
+/**
+ * The functions whose text symbols `go tool nm` lists in `binary`, as `name@address`, each named as Go's
+ * own reader of the function table (`go tool addr2line`, which is `debug/gosym`) names the function: the
+ * linker writes a name into the symbol table and into the function table differently, and differently
+ * from one release to the next (the symbol table spells `·` as `.`; Go 1.18 and 1.19 elide type arguments
+ * to `[...]` in the function table, Go 1.24 writes them whole). The names are learned from `namedBy`, a
+ * build of the same program that is no PIE when `binary` is one: Go 1.19's addr2line does not find a
+ * PIE's table. The markers are left out; `markers` gives those nm listed.
+ */
+async function nmText(
+  binary: string,
+  namedBy = binary,
+): Promise<{ functions: Set<string>; markers: string[] }> {
+  const functionsOf = async (file: string) =>
+    (await nmSymbols(file)).filter((s) => !TEXT_MARKERS.includes(s.name));
+  const named = await functionsOf(namedBy);
+  const tableName = new Map<string, string>();
+  for (const [i, name] of (await tableNames(namedBy, named.map((s) => s.address))).entries()) {
+    const symbol = named[i]!.name;
+    assert.ok((tableName.get(symbol) ?? name) === name, `${symbol} stands for one function name`);
+    tableName.set(symbol, name);
+  }
+  const symbols = await nmSymbols(binary);
+  const markers = symbols.filter((s) => TEXT_MARKERS.includes(s.name)).map((s) => s.name).sort();
+  const functions = new Set<string>();
+  for (const { name, address } of symbols) {
+    if (TEXT_MARKERS.includes(name)) continue;
+    assert.ok(tableName.has(name), `${name} is a function of ${namedBy} too`);
+    functions.add(`${tableName.get(name)}@${address}`);
+  }
+  return { functions, markers };
+}
+
+/** The name `go tool addr2line` gives the function at each of `addresses` ("?" where there is none). */
+async function tableNames(binary: string, addresses: number[]): Promise<string[]> {
+  if (addresses.length === 0) return [];
+  const child = new Deno.Command("go", {
+    args: ["tool", "addr2line", binary],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(addresses.map((a) => `0x${a.toString(16)}\n`).join("")));
+  await writer.close();
+  const result = await child.output();
+  if (!result.success) throw new Error(`go tool addr2line: ${new TextDecoder().decode(result.stderr)}`);
+  // Two lines an address: the function's name, then file:line.
+  const lines = new TextDecoder().decode(result.stdout).split("\n");
+  assert.ok(lines.length >= 2 * addresses.length, "go tool addr2line answered every address");
+  return addresses.map((_, i) => lines[2 * i]!);
 }
 
 /** Every instruction of the functions `pattern` matches, as `go tool objdump` gives it. */
@@ -87,22 +150,27 @@ function baseName(path: string): string {
 Deno.test(requiring(go, {
   name: "GoSymbols.read() of a stripped binary lists the functions `go tool nm` lists in the unstripped one",
   async fn() {
+    const { go, layout } = await layoutOfInstalledGo();
     for (const inline of [true, false]) {
-      const reference = await nmText(await buildChain(inline, false));
+      const { functions: reference, markers } = await nmText(await buildChain(inline, false));
       const stripped = await buildChain(inline, true);
       assert.equal(
-        (await nmText(stripped).catch(() => new Set())).size,
+        (await nmText(stripped).catch(() => ({ functions: new Set() }))).functions.size,
         0,
         "the stripped build has no symbols",
       );
       const symbols = readSymbols(stripped);
-      assert.equal(symbols.version, "1.18", "Go 1.19 writes the 1.18 layout");
+      assert.equal(symbols.version, layout, `${go} writes the ${layout} layout`);
       const ours = new Set([...symbols.functions()].map((f) => `${f.name}@${f.entry}`));
       assert.ok(ours.size > 1000, `${ours.size} functions`);
       assert.deepEqual([...ours].filter((f) => !reference.has(f)), [], "functions go tool nm does not list");
-      // nm also lists the linker's markers (runtime.text, runtime.etext): every other text symbol is ours.
-      const missing = [...reference].filter((f) => !ours.has(f)).map((f) => f.slice(0, f.indexOf("@")));
-      assert.deepEqual(missing.sort(), ["runtime.etext", "runtime.text"]);
+      // nm also lists the linker's markers: every other text symbol is ours.
+      assert.deepEqual(markers, TEXT_MARKERS);
+      assert.deepEqual(
+        [...reference].filter((f) => !ours.has(f)),
+        [],
+        "functions go tool nm lists, not ours",
+      );
       const names = new Set([...ours].map((f) => f.slice(0, f.indexOf("@"))));
       for (const name of ["main.main", "main.a", "main.c"]) assert.ok(names.has(name), name);
       assert.equal(names.has("main.b"), !inline, "b is a function of its own unless inlined");
@@ -159,7 +227,10 @@ Deno.test(requiring(go, {
   name: "GoSymbols.read() finds the table of a PIE, and of a binary without section headers by its header",
   async fn() {
     const pie = readSymbols(await buildChain(true, true, true));
-    const reference = await nmText(await buildChain(true, false, true));
+    const { functions: reference } = await nmText(
+      await buildChain(true, false, true),
+      await buildChain(true, false),
+    );
     const pieFunctions = [...pie.functions()].map((f) => `${f.name}@${f.entry}`);
     assert.ok(pieFunctions.length > 1000);
     assert.deepEqual(pieFunctions.filter((f) => !reference.has(f)), [], "functions go tool nm does not list");

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseToolArgs } from "./support/tool_args.ts";
 import { generateSupportTypes } from "./support/generate_types.ts";
 import { generateCatalogue } from "./support/generate_catalogue.ts";
 import { V8_FLAGS } from "./support/v8_flags.ts";
@@ -36,7 +36,11 @@ const GENERATED: readonly { path: string; generate: (object: Uint8Array) => Prom
   { path: "support/bpf_catalogue.ts", generate: generateCatalogue },
 ];
 
-const { values: flags } = parseArgs({
+const USAGE =
+  "Usage: deno run -A build.ts [--check] [--compile [--output FILE]] [--bundle FILE] [--variant NAME] [--quiet]";
+
+const { values: flags } = parseToolArgs("build", USAGE, {
+  args: Deno.args,
   options: {
     check: { type: "boolean", default: false },
     compile: { type: "boolean", default: false },

@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseToolArgs } from "../support/tool_args.ts";
 import { debExtract } from "./deb_package.ts";
 import { availableSourceLines, openApt } from "./fetch_kernel.ts";
 import { DEFAULT_KERNEL_DIR, findKernel, isVersionName, kernelDir, writeInfo } from "./kernel_cache.ts";
@@ -215,8 +215,10 @@ export async function buildAndStore(
   return `${folder}vmlinux`;
 }
 
+const USAGE = "Usage: deno task build-kernel VERSION [--jobs N] [--name NAME] [--config-only] [--force]";
+
 if (import.meta.main) {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseToolArgs("build-kernel", USAGE, {
     args: Deno.args,
     allowPositionals: true,
     options: {
@@ -228,7 +230,7 @@ if (import.meta.main) {
   });
   const line = positionals[0];
   if (positionals.length !== 1 || !line || !/^\d+\.\d+$/.test(line)) {
-    console.error("Usage: deno task build-kernel VERSION [--jobs N] [--name NAME] [--config-only] [--force]");
+    console.error(USAGE);
     Deno.exit(2);
   }
   const name = values.name ?? line;

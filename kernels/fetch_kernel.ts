@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseToolArgs } from "../support/tool_args.ts";
 import { extractVmlinux } from "./bzimage.ts";
 import { debListing, debMember } from "./deb_package.ts";
 import { configMember, kernelCandidates, kernelLines, sourceLines, vmlinuzMember } from "./debian_kernels.ts";
@@ -189,8 +189,11 @@ export async function newestLine(apt: PrivateApt): Promise<string> {
   return newest;
 }
 
+const USAGE =
+  "Usage: deno task fetch-kernel VERSION|newest [--update] [--force] [--dbg]   (VERSION: 5.10, 6.1, 6.12, ...)";
+
 if (import.meta.main) {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseToolArgs("fetch-kernel", USAGE, {
     args: Deno.args,
     allowPositionals: true,
     options: {
@@ -201,9 +204,7 @@ if (import.meta.main) {
   });
   const requested = positionals[0];
   if (positionals.length !== 1 || !requested || (requested !== "newest" && !isVersionName(requested))) {
-    console.error(
-      "Usage: deno task fetch-kernel VERSION|newest [--update] [--force]   (VERSION: 5.10, 6.1, 6.12, ...)",
-    );
+    console.error(USAGE);
     Deno.exit(2);
   }
   const started = performance.now();

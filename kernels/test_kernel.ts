@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseToolArgs } from "../support/tool_args.ts";
 import { findKernel, kernelDir, type KernelImage, missingKernelMessage } from "./kernel_cache.ts";
 import { buildWorkload, REPO_ROOT } from "../tests/helpers.ts";
 import { ConsoleParser, type GuestReport, type GuestTest, reportFailure } from "./console_markers.ts";
@@ -252,8 +252,11 @@ function mib(bytes: number): string {
   return `${(bytes / 1048576).toFixed(1)} MiB`;
 }
 
+const USAGE =
+  "Usage: deno task test-kernel VERSION [--broken] [--gdb] [--timeout S] [--only CHECK,...] [--verbose]";
+
 if (import.meta.main) {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseToolArgs("test-kernel", USAGE, {
     args: Deno.args,
     allowPositionals: true,
     options: {
@@ -267,7 +270,7 @@ if (import.meta.main) {
   const version = positionals[0];
   const timeoutSeconds = Number(values.timeout ?? DEFAULT_TIMEOUT_S);
   if (positionals.length !== 1 || !version || !(timeoutSeconds > 0)) {
-    console.error("Usage: deno task test-kernel VERSION [--broken] [--gdb] [--timeout S] [--only CHECK,...]");
+    console.error(USAGE);
     Deno.exit(2);
   }
   const dir = kernelDir();

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { parseToolArgs } from "./tool_args.ts";
 import { REPO_ROOT } from "../tests/helpers.ts";
 import { stopProcessesIn } from "./fresh_machine/chroot_processes.ts";
 import { buildDebianRoot, DEBIAN_RELEASES, prepareDebianRoot } from "./fresh_machine/debian_root.ts";
@@ -81,8 +81,12 @@ function removeWorkDir(work: string): void {
   if (!output.success) say(`could not delete ${work}: ${new TextDecoder().decode(output.stderr).trim()}`);
 }
 
+const USAGE = `Usage: deno task fresh-machine [--suite bookworm|trixie] [--keep-root]
+  --suite      the Debian release: bookworm (Debian 12, the default) or trixie (Debian 13)
+  --keep-root  leave the root (unmounted) for a look around; its path is printed`;
+
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs("fresh-machine", USAGE, {
     args: Deno.args,
     options: {
       suite: { type: "string", default: "bookworm" },

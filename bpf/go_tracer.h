@@ -20,9 +20,12 @@ enum go_metric_id {
   METRIC_GO_READ_FAILED = 38,  // the runtime's memory could not be read: the labels were left out
 };
 
-_Static_assert(PROG_UNWIND_GO_LABELS > PROG_UNWIND_NATIVE && PROG_UNWIND_GO_LABELS < PROG_UNWIND_COUNT,
+// As ints: clang 19 refuses a comparison of two enum types (-Wenum-compare).
+_Static_assert((int)PROG_UNWIND_GO_LABELS > (int)PROG_UNWIND_NATIVE &&
+                 (int)PROG_UNWIND_GO_LABELS < (int)PROG_UNWIND_COUNT,
                "a runtime's slot of the tail-call table");
-_Static_assert(METRIC_GO_LABEL_SETS >= METRIC_RUNTIMES_FIRST && METRIC_GO_READ_FAILED < METRIC_COUNT,
+_Static_assert((int)METRIC_GO_LABEL_SETS >= (int)METRIC_RUNTIMES_FIRST &&
+                 (int)METRIC_GO_READ_FAILED < (int)METRIC_COUNT,
                "counters in the runtimes' range of enum metric_id");
 
 enum go_limits {

@@ -26,10 +26,13 @@ enum python_metric_id {
   METRIC_PYTHON_READ_FAILED = 35,     // interpreter memory could not be read: the Python walk stopped
 };
 
-_Static_assert(FRAME_MARKER_PYTHON < FRAME_MARKER_ERROR_BIT, "a frame marker below the error bit");
-_Static_assert(PROG_UNWIND_PYTHON > PROG_UNWIND_NATIVE && PROG_UNWIND_PYTHON < PROG_UNWIND_COUNT,
+// As ints: clang 19 refuses a comparison of two enum types (-Wenum-compare).
+_Static_assert((int)FRAME_MARKER_PYTHON < (int)FRAME_MARKER_ERROR_BIT, "a frame marker below the error bit");
+_Static_assert((int)PROG_UNWIND_PYTHON > (int)PROG_UNWIND_NATIVE &&
+                 (int)PROG_UNWIND_PYTHON < (int)PROG_UNWIND_COUNT,
                "a runtime's slot of the tail-call table");
-_Static_assert(METRIC_PYTHON_FRAMES >= METRIC_RUNTIMES_FIRST && METRIC_PYTHON_READ_FAILED < METRIC_COUNT,
+_Static_assert((int)METRIC_PYTHON_FRAMES >= (int)METRIC_RUNTIMES_FIRST &&
+                 (int)METRIC_PYTHON_READ_FAILED < (int)METRIC_COUNT,
                "counters in the runtimes' range of enum metric_id");
 
 enum python_limits {

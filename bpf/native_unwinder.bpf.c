@@ -162,15 +162,15 @@ static __always_inline int step_signal_frame(struct trace *trace, struct unwind_
 
 // The frame at pc is runtime.asmcgocall's call of a C function (returned to, or about to run): rsp is
 // the call's, on the thread's system stack, and asmcgocall's caller (runtime.cgocall) is on the
-// goroutine's stack (see UNWIND_OPCODE_GO_CGO_CALL). asmcgocall has no frame, so its entry rsp points at
-// the return address into its caller, and rbp still holds the caller's frame pointer. Every value read
-// is checked against the goroutine's stack bounds: a bad one ends the trace rather than add a wrong frame.
+// goroutine's stack (see UNWIND_OPCODE_GO_CGO_CALL). Up to Go 1.22 asmcgocall has no frame: its entry
+// rsp points at the return address into its caller, and rbp still holds the caller's frame pointer. Later
+// releases push rbp first (fp_opcode UNWIND_FP_CFA_OFFSET): the caller's rbp is at the entry rsp, the
+// return address above it. Every value read is checked against the goroutine's stack bounds: a bad one
+// ends the trace rather than add a wrong frame. The g slot is right above the depth slot (the host marks
+// no other call).
 static __always_inline int step_go_cgo_call(struct trace *trace, struct unwind_state *state, __s32 depth_slot,
-                                            __s32 g_slot)
+                                            __u8 fp_opcode)
 {
-  // The host marks only calls whose g slot follows the depth slot (as in every release): one read.
-  if (g_slot != depth_slot + 8)
-    return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
   __u64 slots[2];
   if (read_stack(state, state->sp + depth_slot, slots, sizeof(slots)))
     return stop(trace, UNWIND_STOP_BAD_GO_STACK);
@@ -191,14 +191,29 @@ static __always_inline int step_go_cgo_call(struct trace *trace, struct unwind_s
       return stop(trace, UNWIND_STOP_BAD_GO_STACK);
     go_sp = bounds[1] - depth;
   }
+  __u64 frame[2]; // the return address; or the caller's rbp, then the return address
   __u64 return_address;
-  if ((go_sp & 7) || read_stack(state, go_sp, &return_address, sizeof(return_address)) || return_address == 0)
+  if (go_sp & 7)
+    return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+  if (fp_opcode == UNWIND_FP_CFA_OFFSET) {
+    if (read_stack(state, go_sp, frame, sizeof(frame)))
+      return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+    return_address = frame[1];
+    state->fp = frame[0];
+    go_sp += 16;
+  } else {
+    if (read_stack(state, go_sp, frame, sizeof(frame[0])))
+      return stop(trace, UNWIND_STOP_BAD_GO_STACK);
+    return_address = frame[0];
+    go_sp += 8;
+  }
+  if (return_address == 0)
     return stop(trace, UNWIND_STOP_BAD_GO_STACK);
   if (g != 0)
     metric_increment(METRIC_UNWIND_GO_STACK_SWITCHES);
   state->native_frames++;
   state->pc = return_address;
-  state->sp = go_sp + 8;
+  state->sp = go_sp;
   state->return_address = 1;
   return STEP_CONTINUE;
 }
@@ -254,7 +269,7 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
     else if (rule.cfa_opcode == UNWIND_OPCODE_BASE_FP)
       cfa = state->fp + rule.cfa_param;
     else if (rule.cfa_opcode == UNWIND_OPCODE_GO_CGO_CALL)
-      return step_go_cgo_call(trace, state, rule.cfa_param, rule.fp_param);
+      return step_go_cgo_call(trace, state, rule.cfa_param, rule.fp_opcode);
     else
       return stop(trace, UNWIND_STOP_BAD_UNWIND_INFO);
     fp_opcode = rule.fp_opcode;

@@ -161,9 +161,10 @@ enum unwind_opcode {
   UNWIND_OPCODE_BASE_SP = 1, // CFA = rsp + param
   UNWIND_OPCODE_BASE_FP = 2, // CFA = rbp + param
   // Go's runtime.asmcgocall calls C code on the thread's system stack, having saved at rsp + param how far
-  // its own entry rsp lay below the goroutine's stack top, and at rsp + fp_param the goroutine's g (its
-  // stack may move while C runs, so not the address); fp_param is param + 8. Its caller's return address
-  // is at that entry rsp.
+  // its own entry rsp lay below the goroutine's stack top, and at rsp + param + 8 the goroutine's g (its
+  // stack may move while C runs, so not the address). Its caller's return address is at that entry rsp;
+  // with fp_opcode UNWIND_FP_CFA_OFFSET (releases whose asmcgocall pushes rbp first) the caller's rbp is
+  // there and the return address 8 bytes above.
   UNWIND_OPCODE_GO_CGO_CALL = 3,
 };
 

@@ -185,8 +185,13 @@ Deno.test(requiring([tracing(), programs("go")], {
 Deno.test(requiring([tracing(), programs("go")], {
   name: "the label reader follows Go 1.24's sorted slice of labels, ten at most, each cut to 64 bytes",
   async fn() {
-    // Built by the installed Go, which keeps labels in a map: the workload lays its labels out as 1.24
-    // does, and the test tells BPF that this process has that layout.
+    // Built by the installed Go. Before 1.24 it keeps labels in a map: the workload lays its labels out as
+    // 1.24 does, and the test tells BPF that this process has that layout. From 1.24 that is Go's own.
+    const version = new TextDecoder().decode(
+      new Deno.Command("go", { args: ["env", "GOVERSION"], stdout: "piped" }).outputSync().stdout,
+    ).trim();
+    const minor = Number(/^go1\.(\d+)/.exec(version)?.[1]);
+    assert.ok(Number.isInteger(minor), `go env GOVERSION: ${version}`);
     const binary = await buildGoWorkload("labels_slice", { ldflags: "-s -w" }, "-stripped");
     const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
     try {
@@ -196,7 +201,8 @@ Deno.test(requiring([tracing(), programs("go")], {
       const procs = recorder.tracer.object.map("go_procs");
       const record = new Uint8Array(goProcInfoLayout.sizeof);
       assert.ok(procs.lookup(u32Key(pid), record), "the Go process has its record");
-      assert.equal(record[goProcInfoLayout.layout.offset], GoLabelLayout.Map, "go1.19 keeps a map");
+      const own = minor >= 24 ? GoLabelLayout.Slice : GoLabelLayout.Map;
+      assert.equal(record[goProcInfoLayout.layout.offset], own, `the layout of ${version}`);
       record[goProcInfoLayout.layout.offset] = GoLabelLayout.Slice;
       procs.update(u32Key(pid), record);
       recorder.drain();

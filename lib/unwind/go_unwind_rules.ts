@@ -40,6 +40,11 @@ export interface GoCgoCall {
   /** Where asmcgocall saved, from rsp at the call: its entry rsp's depth below g.stack.hi, and g. */
   depthSlot: number;
   gSlot: number;
+  /**
+   * Whether asmcgocall pushed rbp at entry, before saving its entry rsp (Go 1.23 and later): the caller's
+   * rbp then lies at that rsp and the return address 8 bytes above it.
+   */
+  callerRbpSaved: boolean;
 }
 
 /** A rule without its address. */
@@ -139,7 +144,13 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
   }
   return {
     code: symbols.codeRange,
-    cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot }) => ({ start, end, depthSlot, gSlot })),
+    cgoCalls: cgoCalls.map(({ start, end, depthSlot, gSlot, callerRbpSaved }) => ({
+      start,
+      end,
+      depthSlot,
+      gSlot,
+      callerRbpSaved,
+    })),
     frameless,
     callbacks,
   };
@@ -162,6 +173,7 @@ function codeOf(elf: ElfFile, start: number, end: number): Uint8Array | null {
 // The instructions of asmcgocall's save sequences (Go's assembler, amd64). A displacement from rsp is
 // either one byte (mod 01) or none, for 0 (mod 00).
 const MOVQ_SP_DX = [0x48, 0x89, 0xe2];
+const PUSHQ_BP_MOVQ_SP_BP = [0x55, 0x48, 0x89, 0xe5];
 const ANDQ_SP_ALIGN = [0x48, 0x83, 0xe4, 0xf0]; // ANDQ $~15, SP
 const MOVQ_STACK_HI_DI = [0x48, 0x8b, 0x7f, 0x08]; // MOVQ 8(DI), DI: g.stack.hi
 const SUBQ_DX_DI = [0x48, 0x29, 0xd7];
@@ -236,6 +248,9 @@ export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { 
   const calls: (GoCgoCall & { target: number | null })[] = [];
   const entrySpSaved = indexOf(code, MOVQ_SP_DX, 0);
   if (entrySpSaved < 0) return calls;
+  // PUSHQ BP; MOVQ SP, BP first: a frame pointer of its own, below which the entry rsp is saved.
+  const callerRbpSaved = PUSHQ_BP_MOVQ_SP_BP.every((byte, i) => code[i] === byte) &&
+    entrySpSaved >= PUSHQ_BP_MOVQ_SP_BP.length;
   for (
     let at = indexOf(code, ANDQ_SP_ALIGN, entrySpSaved);
     at >= 0;
@@ -265,7 +280,7 @@ export function findCgoCalls(code: Uint8Array, address: number): (GoCgoCall & { 
       target = address + start + 5 + view.getInt32(0, true);
       m.at += 5;
     }
-    calls.push({ start: address + start, end: address + m.at, depthSlot, gSlot, target });
+    calls.push({ start: address + start, end: address + m.at, depthSlot, gSlot, callerRbpSaved, target });
   }
   return calls;
 }
@@ -283,12 +298,23 @@ function framelessCallAt(code: Uint8Array): number {
 }
 
 /**
- * The frame of a function whose `code` starts with Go's prologue (`SUBQ $size, SP; MOVQ BP, size-8(SP);
- * LEAQ size-8(SP), BP`): its size, and the offset of the first instruction after rbp is saved (at
- * CFA - 16); or null.
+ * The frame of a function whose `code` starts with one of Go's prologues, `SUBQ $size, SP; MOVQ BP,
+ * size-8(SP); LEAQ size-8(SP), BP` (Go 1.19) or `PUSHQ BP; MOVQ SP, BP; SUBQ $n, SP` (later releases,
+ * size n + 8): its size (the CFA is rsp + size + 8 once it is set up), and the offset of the first
+ * instruction after rbp is saved (at CFA - 16); or null.
  */
 export function standardFrame(code: Uint8Array): { size: number; saved: number } | null {
   const view = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  if (PUSHQ_BP_MOVQ_SP_BP.every((byte, i) => code[i] === byte)) {
+    const at = PUSHQ_BP_MOVQ_SP_BP.length;
+    let n = -1;
+    if (code.length >= at + 4 && code[at] === 0x48 && code[at + 1] === 0x83 && code[at + 2] === 0xec) {
+      n = code[at + 3]! < 0x80 ? code[at + 3]! : -1;
+    } else if (code.length >= at + 7 && code[at] === 0x48 && code[at + 1] === 0x81 && code[at + 2] === 0xec) {
+      n = view.getInt32(at + 3, true);
+    }
+    return n >= 8 && n % 8 === 0 ? { size: n + 8, saved: 1 } : null;
+  }
   let size: number;
   let at: number;
   if (code.length >= 4 && code[0] === 0x48 && code[1] === 0x83 && code[2] === 0xec) {
@@ -390,7 +416,10 @@ export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTab
     overlays.push({ ...pad, map: () => frameless });
   }
   for (const call of rules.cgoCalls) {
-    const cgoCall = rule(CfaRule.GoCgoCall, call.depthSlot, FpRule.Unchanged, call.gSlot);
+    // The g slot is right above the depth slot (findCgoCalls keeps no other): BPF needs only the depth's.
+    const cgoCall = call.callerRbpSaved
+      ? rule(CfaRule.GoCgoCall, call.depthSlot, FpRule.CfaOffset, -16)
+      : rule(CfaRule.GoCgoCall, call.depthSlot, FpRule.Unchanged, 0);
     overlays.push({ start: call.start, end: call.end, map: () => cgoCall });
   }
   let out = table;

@@ -38,15 +38,33 @@ Deno.test("findCgoCalls finds both calls of Go 1.19's asmcgocall and the slots e
   // Addresses and slots from the listing: CALL AX at 0x45e8e2 (switched: g at 0x30(SP), depth at
   // 0x28(SP)) and 0x45e91f (already on a system stack: 0 at 0x30(SP), DX at 0x28(SP)).
   assert.deepEqual(findCgoCalls(GO_1_19, 0x45e880), [
-    { start: 0x45e8e2, end: 0x45e8e4, depthSlot: 0x28, gSlot: 0x30, target: null },
-    { start: 0x45e91f, end: 0x45e921, depthSlot: 0x28, gSlot: 0x30, target: null },
+    { start: 0x45e8e2, end: 0x45e8e4, depthSlot: 0x28, gSlot: 0x30, callerRbpSaved: false, target: null },
+    { start: 0x45e91f, end: 0x45e921, depthSlot: 0x28, gSlot: 0x30, callerRbpSaved: false, target: null },
   ]);
 });
 
 Deno.test("findCgoCalls reads the slots of a later layout, and a call through a landing pad", () => {
   // The call is at offset 27, 5 bytes; its target is the return address + 0x100.
   assert.deepEqual(findCgoCalls(LANDING_PAD, 0x1000), [
-    { start: 0x101b, end: 0x1020, depthSlot: 0, gSlot: 8, target: 0x1120 },
+    { start: 0x101b, end: 0x1020, depthSlot: 0, gSlot: 8, callerRbpSaved: false, target: 0x1120 },
+  ]);
+});
+
+/** runtime.asmcgocall.abi0 of Go 1.24.4 at 0x46f5a0, as `go tool objdump` lists it. */
+const GO_1_24 = hex(`
+  55 48 89 e5 48 8b 44 24 10 48 8b 5c 24 18 48 89 e2 64 48 8b 3c 25 f8 ff ff ff 48 83 ff 00 74 63
+  4c 8b 47 30 49 8b 70 50 48 39 f7 74 56 49 8b 30 48 39 f7 74 4e e8 66 d5 ff ff 64 48 89 34 25 f8
+  ff ff ff 48 8b 66 38 48 83 ec 10 48 83 e4 f0 48 89 7c 24 08 48 8b 7f 08 48 29 d7 48 89 3c 24 e8
+  7c ff ff ff 48 8b 7c 24 08 48 8b 77 08 48 2b 34 24 64 48 89 3c 25 f8 ff ff ff 48 89 f4 89 44 24
+  20 5d c3 48 83 ec 10 48 83 e4 f0 48 c7 44 24 08 00 00 00 00 48 89 14 24 e8 43 ff ff ff 48 8b 34
+  24 48 89 f4 89 44 24 20 5d c3`);
+
+Deno.test("findCgoCalls reads Go 1.24's asmcgocall, which pushes rbp first and calls C through its landing pad", () => {
+  // From the listing: CALL runtime.asmcgocall_landingpad at 0x46f5ff (g at 0x8(SP), depth at 0(SP))
+  // and 0x46f638 (already on a system stack: 0 at 0x8(SP), DX at 0(SP)); the landing pad at 0x46f580.
+  assert.deepEqual(findCgoCalls(GO_1_24, 0x46f5a0), [
+    { start: 0x46f5ff, end: 0x46f604, depthSlot: 0, gSlot: 8, callerRbpSaved: true, target: 0x46f580 },
+    { start: 0x46f638, end: 0x46f63d, depthSlot: 0, gSlot: 8, callerRbpSaved: true, target: 0x46f580 },
   ]);
 });
 
@@ -175,7 +193,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     table([[0x2000, CfaRule.Rsp, 8], [0x2100, CfaRule.Invalid, 0]]),
     {
       code: { start: 0x1000, end: 0x4000 },
-      cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48 }],
+      cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48, callerRbpSaved: false }],
       frameless: [],
       callbacks: [],
     },
@@ -185,20 +203,20 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     [0x1000, FramePointer, 0, 0],
     [0x2000, Rsp, 8, 0],
     [0x2100, FramePointer, 0, 0],
-    [0x3010, GoCgoCall, 40, 48],
+    [0x3010, GoCgoCall, 40, 0],
     [0x3012, FramePointer, 0, 0],
     [0x4000, Invalid, 0, 0],
   ]);
   // A call inside code with CFI (a .debug_frame row) overrides it, and the row is back after the call.
   const covered = withGoRules(table([[0x3000, Rsp, 8], [0x3100, Invalid, 0]]), {
     code: null,
-    cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48 }],
+    cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48, callerRbpSaved: false }],
     frameless: [],
     callbacks: [],
   });
   assert.deepEqual(rowsOf(covered), [
     [0x3000, Rsp, 8, 0],
-    [0x3010, GoCgoCall, 40, 48],
+    [0x3010, GoCgoCall, 40, 0],
     [0x3012, Rsp, 8, 0],
     [0x3100, Invalid, 0, 0],
   ]);
@@ -216,17 +234,52 @@ function deltaAt(deltas: StackDeltaFile, address: number): number {
   return info;
 }
 
-/** The addresses of `CALL AX` in runtime.asmcgocall of `binary`, as Go's own disassembler lists them. */
-async function callsByObjdump(binary: string): Promise<number[]> {
+/** A call of C code in runtime.asmcgocall, as Go's own disassembler lists it. */
+interface ObjdumpCall {
+  address: number;
+  /** The last `MOVQ DI, n(SP)` or `MOVQ DX, n(SP)` before it: the depth slot (or the saved rsp). */
+  depthSlot: number;
+  /** asmcgocall begins with PUSHQ BP (later releases). */
+  pushesBp: boolean;
+}
+
+/**
+ * The calls of C code in runtime.asmcgocall of `binary`, as Go's own disassembler lists them: `CALL AX`
+ * (Go 1.19), or the call of runtime.asmcgocall_landingpad, which jumps to the C code (later releases).
+ */
+async function callsByObjdump(binary: string): Promise<ObjdumpCall[]> {
   const result = await new Deno.Command("go", {
-    args: ["tool", "objdump", "-s", "^runtime\\.asmcgocall", binary],
+    args: ["tool", "objdump", "-s", "^runtime\\.asmcgocall(\\.abi0)?$", binary],
     stdout: "piped",
     stderr: "piped",
   }).output();
   assert.ok(result.success, new TextDecoder().decode(result.stderr));
-  return new TextDecoder().decode(result.stdout).split("\n")
-    .filter((line) => /\bCALL AX\b/.test(line))
-    .map((line) => parseInt(line.trim().split(/\s+/)[1]!, 16));
+  const calls: ObjdumpCall[] = [];
+  let pushesBp = false;
+  let first = false;
+  let depthSlot = -1;
+  for (const line of new TextDecoder().decode(result.stdout).split("\n")) {
+    if (line.startsWith("TEXT ")) {
+      first = true;
+      depthSlot = -1;
+      continue;
+    }
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 4) continue;
+    // file:line, address, bytes, then the instruction.
+    const text = line.slice(
+      line.indexOf(fields[2]!, line.indexOf(fields[1]!) + fields[1]!.length) + fields[2]!.length,
+    )
+      .trim();
+    if (first) pushesBp = /^PUSHQ BP\b/.test(text);
+    first = false;
+    const store = /^MOVQ (?:DI|DX), (?:(0x[0-9a-f]+|\d+))?\(SP\)/.exec(text);
+    if (store) depthSlot = store[1] === undefined ? 0 : Number(store[1]);
+    if (/^CALL (AX|runtime\.asmcgocall_landingpad(\.abi0)?\(SB\))/.test(text)) {
+      calls.push({ address: parseInt(fields[1]!, 16), depthSlot, pushesBp });
+    }
+  }
+  return calls;
 }
 
 Deno.test(requiring([programs("go", "gcc")], {
@@ -235,8 +288,9 @@ Deno.test(requiring([programs("go", "gcc")], {
   async fn() {
     const plain = await buildGoWorkload("cgo_chain", {}, "");
     const stripped = await buildGoWorkload("cgo_chain", { ldflags: "-s -w" }, "-stripped");
-    const expected = await callsByObjdump(plain);
-    assert.ok(expected.length > 0, "objdump lists asmcgocall's CALL AX");
+    const listed = await callsByObjdump(plain);
+    assert.ok(listed.length > 0, "objdump lists asmcgocall's calls of C code");
+    const expected = listed.map((call) => call.address);
     for (const binary of [plain, stripped]) {
       using elf = ElfFile.open(binary);
       const rules = goUnwindRules(elf);
@@ -249,17 +303,18 @@ Deno.test(requiring([programs("go", "gcc")], {
       });
       const cfi = extractUnwindTable(elf);
       const deltas = buildStackDeltas(withGoRules(cfi, rules), registry);
-      for (const call of expected) {
+      for (const { address: call, depthSlot, pushesBp } of listed) {
         // The BPF unwinder looks up a return address less one: the call's last byte.
         for (const address of [call, call + 1]) {
           const info = deltaAt(deltas, address);
           assert.ok(info >= 0 && !(info & StackDeltaConstants.DeltaCommandFlag), `0x${address.toString(16)}`);
-          // asm_amd64.s of Go 1.19: depth at 40(SP), g at 48(SP).
+          // The depth slot objdump shows stored (40(SP) in Go 1.19, 0(SP) later), and rbp saved at the
+          // entry rsp where asmcgocall pushes it.
           assert.deepEqual(store[info], {
             opcode: UnwindOpcode.GoCgoCall,
-            fpOpcode: UnwindFpOpcode.Unchanged,
-            param: 40,
-            fpParam: 48,
+            fpOpcode: pushesBp ? UnwindFpOpcode.CfaOffset : UnwindFpOpcode.Unchanged,
+            param: depthSlot,
+            fpParam: pushesBp ? -16 : 0,
           });
         }
         // Right after the call, asmcgocall's own rule is back.

@@ -194,13 +194,14 @@ export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistr
         if (merge !== 0) i++; // the next row is folded into this one
       }
     } else if (rule === CfaRule.GoCgoCall) {
-      // The two slots where asmcgocall saved its depth and its g, as the rule's two offsets.
+      // The slot where asmcgocall saved its depth (its g right above), and whether it pushed rbp first.
+      const rbpSaved = fpRules[i] === FpRule.CfaOffset;
       const index = registry.indexOf(
         UnwindOpcode.GoCgoCall,
-        UnwindFpOpcode.Unchanged,
+        rbpSaved ? UnwindFpOpcode.CfaOffset : UnwindFpOpcode.Unchanged,
         0,
         cfaOffsets[i]!,
-        fpOffsets[i]!,
+        rbpSaved ? fpOffsets[i]! : 0,
       );
       if (index < 0) droppedRules++;
       info = tail = index < 0 ? INVALID : index;

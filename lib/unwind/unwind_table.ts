@@ -44,8 +44,9 @@ import { EhFrameHeader, ehFramePointer, PT_GNU_EH_FRAME } from "./eh_frame_hdr.t
  * - Invalid: anything else the BPF side cannot follow (other expressions, other registers, a return
  *   address not at CFA-8, a malformed program), and addresses not covered by CFI (gap rows).
  * - FramePointer: follow rbp (code known to keep frame pointers, without CFI: Go's).
- * - GoCgoCall: Go's runtime.asmcgocall calling C code on the system stack; `cfaOffsets[i]` and
- *   `fpOffsets[i]` are where, from rsp, it saved its depth below the goroutine's stack top and its g
+ * - GoCgoCall: Go's runtime.asmcgocall calling C code on the system stack; `cfaOffsets[i]` is where,
+ *   from rsp, it saved its depth below the goroutine's stack top (its g is right above), and
+ *   `fpRules[i]` says whether it pushed rbp at entry (CfaOffset, at -16 from the caller's CFA) or not
  *   (see `go_unwind_rules.ts`). Never made from CFI.
  */
 export const CfaRule = {

@@ -284,9 +284,11 @@ Deno.test(requiring(go, {
     const expected = reference.filter((f) => names.includes(f.name)).sort((x, y) => x.entry - y.entry);
     assert.equal(expected.filter((f) => f.name === "runtime.asmcgocall").length, 2);
     assert.deepEqual(found, expected);
-    assert.deepEqual(symbols.codeRange, {
-      start: markers.get("runtime.text"),
-      end: markers.get("runtime.etext"),
-    });
+    // From runtime.text to the end of the last function: runtime.etext in Go 1.19; later releases put
+    // their markers (go:textfipsstart, ...) and alignment between the two.
+    const range = symbols.codeRange!;
+    assert.equal(range.start, markers.get("runtime.text"));
+    const lastEntry = Math.max(...reference.map((f) => f.entry));
+    assert.ok(range.end > lastEntry && range.end <= markers.get("runtime.etext")!, JSON.stringify(range));
   },
 }));

@@ -237,6 +237,8 @@ function deltaAt(deltas: StackDeltaFile, address: number): number {
 /** A call of C code in runtime.asmcgocall, as Go's own disassembler lists it. */
 interface ObjdumpCall {
   address: number;
+  /** The call instruction's length in bytes: 2 for `CALL AX`, 5 for a direct call. */
+  length: number;
   /** The last `MOVQ DI, n(SP)` or `MOVQ DX, n(SP)` before it: the depth slot (or the saved rsp). */
   depthSlot: number;
   /** asmcgocall begins with PUSHQ BP (later releases). */
@@ -276,7 +278,7 @@ async function callsByObjdump(binary: string): Promise<ObjdumpCall[]> {
     const store = /^MOVQ (?:DI|DX), (?:(0x[0-9a-f]+|\d+))?\(SP\)/.exec(text);
     if (store) depthSlot = store[1] === undefined ? 0 : Number(store[1]);
     if (/^CALL (AX|runtime\.asmcgocall_landingpad(\.abi0)?\(SB\))/.test(text)) {
-      calls.push({ address: parseInt(fields[1]!, 16), depthSlot, pushesBp });
+      calls.push({ address: parseInt(fields[1]!, 16), length: fields[2]!.length / 2, depthSlot, pushesBp });
     }
   }
   return calls;
@@ -303,9 +305,9 @@ Deno.test(requiring([programs("go", "gcc")], {
       });
       const cfi = extractUnwindTable(elf);
       const deltas = buildStackDeltas(withGoRules(cfi, rules), registry);
-      for (const { address: call, depthSlot, pushesBp } of listed) {
+      for (const { address: call, length, depthSlot, pushesBp } of listed) {
         // The BPF unwinder looks up a return address less one: the call's last byte.
-        for (const address of [call, call + 1]) {
+        for (const address of [call, call + length - 1]) {
           const info = deltaAt(deltas, address);
           assert.ok(info >= 0 && !(info & StackDeltaConstants.DeltaCommandFlag), `0x${address.toString(16)}`);
           // The depth slot objdump shows stored (40(SP) in Go 1.19, 0(SP) later), and rbp saved at the
@@ -318,7 +320,7 @@ Deno.test(requiring([programs("go", "gcc")], {
           });
         }
         // Right after the call, asmcgocall's own rule is back.
-        assert.notDeepEqual(store[deltaAt(deltas, call + 2)], store[deltaAt(deltas, call)]);
+        assert.notDeepEqual(store[deltaAt(deltas, call + length)], store[deltaAt(deltas, call)]);
       }
       // Go code without CFI (all of it once stripped) follows frame pointers: main.b, found by its name.
       const b = [...GoSymbols.read(elf)!.functions()].find((f) => f.name === "main.b");

@@ -16,6 +16,15 @@ const CHAIN = ["lineOuter", "lineMiddle", "lineLeaf"];
  * `--perf-prof` writes the jitdump; interpreted functions get a copy of the interpreter's entry in
  * anonymous memory, named there too; without inlining each function keeps its own code (and frame).
  */
+/** The installed node's major version (its line records differ: see below). */
+const NODE_MAJOR = (() => {
+  try {
+    const out = new Deno.Command("node", { args: ["--version"], stdout: "piped" }).outputSync();
+    return Number(/^v(\d+)\./.exec(new TextDecoder().decode(out.stdout))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+})();
 const NODE_FLAGS = ["--perf-prof", "--interpreted-frames-native-stack", "--no-turbo-inlining"];
 const HZ = 199;
 /** The tag V8 gives JavaScript code: `JS:` since V8 11 (Node 20), `LazyCompile:` and others before. */
@@ -177,6 +186,13 @@ Deno.test(tracingTest(
         assert.ok(inJit >= total / 2, `${variant.label}: ${inJit}/${total} samples in JIT code`);
         assert.ok(inLeaf >= inJit / 2, `${variant.label}: ${inLeaf}/${inJit} JIT samples in lineLeaf`);
         assert.ok(named >= 0.9 * inJit, `${variant.label}: ${named}/${inJit} JIT samples named`);
+        assert.ok(chained >= 0.9 * inLeaf, `${variant.label}: ${chained}/${inLeaf} show the chain`);
+        if (NODE_MAJOR < 20) {
+          // Node 18's V8 writes line records for node's own scripts only, none for the workload's
+          // (read in Debian 12's 18.20.4 dump): there are no lines to name.
+          console.log(`SKIP lines: node ${NODE_MAJOR} writes no line records for the workload's code`);
+          continue;
+        }
         assert.ok(
           withLine >= 0.9 * inJit,
           `${variant.label}: ${withLine}/${inJit} with the script and a line`,
@@ -187,7 +203,6 @@ Deno.test(tracingTest(
           `${variant.label}: ${inLoop}/${inLeaf} lineLeaf samples in its loop`,
         );
         assert.ok(leafLines.size >= 2, `${variant.label}: lineLeaf's samples at several lines`);
-        assert.ok(chained >= 0.9 * inLeaf, `${variant.label}: ${chained}/${inLeaf} show the chain`);
       }
 
       const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats`)).perfMaps;

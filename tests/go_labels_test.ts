@@ -4,7 +4,7 @@
 // published schema and with `go tool pprof -tags`. Needs root, BTF and Go.
 import assert from "node:assert/strict";
 import { programs, requiring } from "../lib/testing/requirements.ts";
-import { buildGoWorkload, tempDir, tracing } from "./helpers.ts";
+import { buildGoWorkload, installedGo, tempDir, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
@@ -187,11 +187,9 @@ Deno.test(requiring([tracing(), programs("go")], {
   async fn() {
     // Built by the installed Go. Before 1.24 it keeps labels in a map: the workload lays its labels out as
     // 1.24 does, and the test tells BPF that this process has that layout. From 1.24 that is Go's own.
-    const version = new TextDecoder().decode(
-      new Deno.Command("go", { args: ["env", "GOVERSION"], stdout: "piped" }).outputSync().stdout,
-    ).trim();
-    const minor = Number(/^go1\.(\d+)/.exec(version)?.[1]);
-    assert.ok(Number.isInteger(minor), `go env GOVERSION: ${version}`);
+    const go = installedGo();
+    assert.ok(go, "go env GOVERSION names a go1.N release");
+    const { version, minor } = go;
     const binary = await buildGoWorkload("labels_slice", { ldflags: "-s -w" }, "-stripped");
     const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
     try {

@@ -5,7 +5,7 @@
 // show the Go callers too, stripped or not. They need root, BTF and Go (and gcc for cgo).
 import assert from "node:assert/strict";
 import { optional, programs, type Requirement } from "../lib/testing/requirements.ts";
-import { buildGoWorkload, REPO_ROOT, tempDir, tracing } from "./helpers.ts";
+import { buildGoWorkload, installedGo, REPO_ROOT, tempDir, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
@@ -251,18 +251,11 @@ for (const stripped of [true, false]) {
  * (Debian 13's) the unwinder gets as far as crosscall2 and no further: not supported there yet.
  */
 function callbackUnwound(): Requirement {
-  if (programs("go").missing !== null) return optional(null);
-  let version = "";
-  try {
-    version = new TextDecoder().decode(
-      new Deno.Command("go", { args: ["env", "GOVERSION"], stdout: "piped" }).outputSync().stdout,
-    ).trim();
-  } catch {
-    return optional(null);
-  }
-  const minor = Number(/^go1\.(\d+)/.exec(version)?.[1]);
+  const go = installedGo();
   return optional(
-    minor >= 24 ? `Go code that C calls back is not unwound past crosscall2 with ${version} yet` : null,
+    go !== null && go.minor >= 24
+      ? `Go code that C calls back is not unwound past crosscall2 with ${go.version} yet`
+      : null,
   );
 }
 

@@ -61,6 +61,27 @@ export async function buildWorkload(name: string, flags: string[], variant = "")
   return output;
 }
 
+/**
+ * The Go {@linkcode buildGoWorkload} builds with (`go env GOVERSION` of the local toolchain): its version
+ * and minor release (19 for go1.19.8); null when `go` cannot run.
+ */
+export function installedGo(): { version: string; minor: number } | null {
+  let result: Deno.CommandOutput;
+  try {
+    result = new Deno.Command("go", {
+      args: ["env", "GOVERSION"],
+      env: { GOTOOLCHAIN: "local" },
+      stdout: "piped",
+      stderr: "null",
+    }).outputSync();
+  } catch {
+    return null;
+  }
+  const version = new TextDecoder().decode(result.stdout).trim();
+  const match = /^go1\.(\d+)(?:\D|$)/.exec(version);
+  return result.success && match ? { version, minor: Number(match[1]) } : null;
+}
+
 /** How {@linkcode buildGoWorkload} builds a Go program: flags of `go build`. */
 export interface GoBuildOptions {
   /** `-ldflags`, e.g. `-s -w` for a binary without symbol table and DWARF. */

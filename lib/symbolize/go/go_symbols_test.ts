@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../../elf/elf_file.ts";
 import { programs, requiring } from "../../testing/requirements.ts";
-import { buildGoWorkload, REPO_ROOT, tempDir } from "../../../tests/helpers.ts";
+import { buildGoWorkload, installedGo, REPO_ROOT, tempDir } from "../../../tests/helpers.ts";
 import { GoSymbols } from "./go_symbols.ts";
 
 const go = [programs("go")];
@@ -21,16 +21,9 @@ function buildChain(inline: boolean, stripped: boolean, pie = false): Promise<st
  * `debug/gosym` names each layout after: 1.16-1.17 write 1.16's, 1.18-1.19 1.18's, 1.20 and later 1.20's.
  */
 async function layoutOfInstalledGo(): Promise<{ go: string; layout: string }> {
-  // The toolchain buildGoWorkload builds with: the local one.
-  const result = await new Deno.Command("go", {
-    args: ["env", "GOVERSION"],
-    env: { GOTOOLCHAIN: "local" },
-    stdout: "piped",
-  }).output();
-  const go = new TextDecoder().decode(result.stdout).trim();
-  const match = /^go1\.(\d+)(?:\D|$)/.exec(go);
-  assert.ok(result.success && match, `go env GOVERSION: ${go}`);
-  const minor = Number(match[1]);
+  const installed = installedGo();
+  assert.ok(installed, "go env GOVERSION names a go1.N release");
+  const { version: go, minor } = installed;
   assert.ok(minor >= 16, `${go} writes a layout older than the ones read`);
   return { go, layout: minor >= 20 ? "1.20" : minor >= 18 ? "1.18" : "1.16" };
 }

@@ -20,7 +20,7 @@ function buildChain(inline: boolean, stripped: boolean, pie = false): Promise<st
  * The `.gopclntab` layout the installed Go writes, from `go env GOVERSION` and the releases Go's
  * `debug/gosym` names each layout after: 1.16-1.17 write 1.16's, 1.18-1.19 1.18's, 1.20 and later 1.20's.
  */
-async function layoutOfInstalledGo(): Promise<{ go: string; layout: string }> {
+function layoutOfInstalledGo(): { go: string; layout: string } {
   const installed = installedGo();
   assert.ok(installed, "go env GOVERSION names a go1.N release");
   const { version: go, minor } = installed;
@@ -143,7 +143,7 @@ function baseName(path: string): string {
 Deno.test(requiring(go, {
   name: "GoSymbols.read() of a stripped binary lists the functions `go tool nm` lists in the unstripped one",
   async fn() {
-    const { go, layout } = await layoutOfInstalledGo();
+    const { go, layout } = layoutOfInstalledGo();
     for (const inline of [true, false]) {
       const { functions: reference, markers } = await nmText(await buildChain(inline, false));
       const stripped = await buildChain(inline, true);

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { programs, requiring } from "../lib/testing/requirements.ts";
 import { buildGoWorkload, installedGo, tempDir, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
-import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { recordRunning } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 import { u32Key } from "../lib/bpf/map.ts";
 import { Recorder } from "../lib/record/recorder.ts";
@@ -46,14 +46,18 @@ function samplesOf(profile: PbProfile, pid: number): LabeledSample[] {
     });
 }
 
-/** The totals of `go tool pprof -tags` (sample counts) per tag and value. */
-function pprofTags(file: string): Map<string, Map<string, number>> {
+/** The totals of `go tool pprof -tags` (sample counts) per tag and value of a pprof file's bytes. */
+function pprofTags(pprof: Uint8Array): Map<string, Map<string, number>> {
+  const dir = tempDir();
+  const file = `${dir}/profile.pb.gz`;
+  Deno.writeFileSync(file, pprof);
   const result = new Deno.Command("go", {
     args: ["tool", "pprof", "-tags", "-sample_index=samples", file],
     env: { GOTOOLCHAIN: "local" },
     stdout: "piped",
     stderr: "piped",
   }).outputSync();
+  Deno.removeSync(dir, { recursive: true });
   const output = new TextDecoder().decode(result.stdout);
   assert.ok(result.success, new TextDecoder().decode(result.stderr));
   const tags = new Map<string, Map<string, number>>();
@@ -85,69 +89,49 @@ for (const external of [false, true]) {
       const binary = external
         ? await buildGoWorkload("labels", { ldflags: "-s -w -linkmode=external" }, "-external-stripped")
         : await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
-      const dir = tempDir();
-      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-      try {
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const out = `${dir}/out.pb.gz`;
-        const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(workload.pid), "-o", out],
-          [{ pid: workload.pid }],
-          { interruptAfterCpuSeconds: 4 },
-        );
-        assert.equal(result.code, 0, result.stderr);
-        assert.ok(end[0], "the workload outlived the recording");
-        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-        const total = sum(samples.map((s) => s.count));
-        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "Go labels");
+      const { pprof, pid, cpu, steal } = await recordRunning(binary, { args: ["30"], cpuSeconds: 4 });
+      const samples = samplesOf(decodePprofBySchema(pprof), pid);
+      const total = sum(samples.map((s) => s.count));
+      assertSampleCount(total, cpu, 99, steal, "Go labels");
 
-        let labeled = 0;
-        const perWorker = new Map<string, number>();
-        for (const { functions, labels, count } of samples) {
-          const worker = labels.get("worker") ?? [];
-          // One value per key: samples of the two goroutines are never merged into one.
-          assert.ok(worker.length <= 1, `a sample with workers ${worker.join(", ")}`);
-          const complete = worker.length === 1 && WORKERS.includes(worker[0]!) &&
-            labels.get("phase")?.join() === PHASE && labels.get("long")?.join() === LONG;
-          if (complete) {
-            labeled += count;
-            perWorker.set(worker[0]!, (perWorker.get(worker[0]!) ?? 0) + count);
-          }
-          // The labels are the goroutines' only: main.a runs under them (also when the sample is of the
-          // signal handler that preempts it), and nothing else has them. (Linked by the system linker, the
-          // stack ends at its first Go frame: the labels' values tell.)
-          if (complete && !external) {
-            assert.ok(functions.includes("main.a"), `labelled ${functions.join(";")}`);
-          }
+      let labeled = 0;
+      const perWorker = new Map<string, number>();
+      for (const { functions, labels, count } of samples) {
+        const worker = labels.get("worker") ?? [];
+        // One value per key: samples of the two goroutines are never merged into one.
+        assert.ok(worker.length <= 1, `a sample with workers ${worker.join(", ")}`);
+        const complete = worker.length === 1 && WORKERS.includes(worker[0]!) &&
+          labels.get("phase")?.join() === PHASE && labels.get("long")?.join() === LONG;
+        if (complete) {
+          labeled += count;
+          perWorker.set(worker[0]!, (perWorker.get(worker[0]!) ?? 0) + count);
         }
-        console.log(
-          `Go labels (${linking}): ${labeled}/${total} samples labelled (${
-            [...perWorker].map(([w, n]) => `${w} ${n}`).join(", ")
-          })`,
-        );
-        assert.ok(total > 0 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
-        for (const worker of WORKERS) assert.ok((perWorker.get(worker) ?? 0) > 0, `no sample of ${worker}`);
-
-        const tags = pprofTags(out);
-        const workers = tags.get("worker");
-        assert.ok(
-          workers !== undefined,
-          `go tool pprof -tags lists no worker: ${[...tags.keys()].join(", ")}`,
-        );
-        assert.deepEqual([...workers.keys()].sort(), WORKERS);
-        assert.equal(sum(workers.values()), labeled);
-        assert.deepEqual([...tags.get("phase")!], [[PHASE, labeled]]);
-        assert.deepEqual([...tags.get("long")!], [[LONG, labeled]]);
-        assert.equal(sum(tags.get("pid")!.values()), total);
-      } finally {
-        try {
-          workload.kill();
-        } catch {
-          // already exited
+        // The labels are the goroutines' only: main.a runs under them (also when the sample is of the
+        // signal handler that preempts it), and nothing else has them. (Linked by the system linker, the
+        // stack ends at its first Go frame: the labels' values tell.)
+        if (complete && !external) {
+          assert.ok(functions.includes("main.a"), `labelled ${functions.join(";")}`);
         }
-        await workload.status;
-        Deno.removeSync(dir, { recursive: true });
       }
+      console.log(
+        `Go labels (${linking}): ${labeled}/${total} samples labelled (${
+          [...perWorker].map(([w, n]) => `${w} ${n}`).join(", ")
+        })`,
+      );
+      assert.ok(total > 0 && labeled / total >= 0.95, `${labeled}/${total} samples with their labels`);
+      for (const worker of WORKERS) assert.ok((perWorker.get(worker) ?? 0) > 0, `no sample of ${worker}`);
+
+      const tags = pprofTags(pprof);
+      const workers = tags.get("worker");
+      assert.ok(
+        workers !== undefined,
+        `go tool pprof -tags lists no worker: ${[...tags.keys()].join(", ")}`,
+      );
+      assert.deepEqual([...workers.keys()].sort(), WORKERS);
+      assert.equal(sum(workers.values()), labeled);
+      assert.deepEqual([...tags.get("phase")!], [[PHASE, labeled]]);
+      assert.deepEqual([...tags.get("long")!], [[LONG, labeled]]);
+      assert.equal(sum(tags.get("pid")!.values()), total);
     },
   }));
 }
@@ -156,29 +140,10 @@ Deno.test(requiring([tracing(), programs("go")], {
   name: "record of a stripped Go program without labels writes no labels but pid, tid and comm",
   async fn() {
     const binary = await buildGoWorkload("chain", { ldflags: "-s -w" }, "-go-stripped");
-    const dir = tempDir();
-    const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const out = `${dir}/out.pb.gz`;
-      const { result } = await recordWatchingCpu(
-        ["record", "-p", String(workload.pid), "-o", out],
-        [{ pid: workload.pid }],
-        { interruptAfterCpuSeconds: 1 },
-      );
-      assert.equal(result.code, 0, result.stderr);
-      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-      assert.ok(samples.length > 0, "no samples of the workload");
-      for (const { labels } of samples) assert.deepEqual([...labels.keys()], ["comm"]);
-    } finally {
-      try {
-        workload.kill();
-      } catch {
-        // already exited
-      }
-      await workload.status;
-      Deno.removeSync(dir, { recursive: true });
-    }
+    const { pprof, pid } = await recordRunning(binary, { args: ["30"], cpuSeconds: 1 });
+    const samples = samplesOf(decodePprofBySchema(pprof), pid);
+    assert.ok(samples.length > 0, "no samples of the workload");
+    for (const { labels } of samples) assert.deepEqual([...labels.keys()], ["comm"]);
   },
 }));
 
@@ -238,38 +203,19 @@ Deno.test(requiring([tracing(), programs("go")], {
   name: "a goroutine with twelve labels, in two map buckets and maybe an overflow one, has ten of them",
   async fn() {
     const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
-    const dir = tempDir();
-    const workload = new Deno.Command(binary, { args: ["30", "many"], stdout: "null" }).spawn();
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const out = `${dir}/out.pb.gz`;
-      const { result } = await recordWatchingCpu(
-        ["record", "-p", String(workload.pid), "-o", out],
-        [{ pid: workload.pid }],
-        { interruptAfterCpuSeconds: 2 },
-      );
-      assert.equal(result.code, 0, result.stderr);
-      const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-      const total = sum(samples.map((s) => s.count));
-      let complete = 0;
-      for (const { labels, count } of samples) {
-        const pairs = [...labels].filter(([key]) => key !== "comm");
-        // Ten of the twelve, each once and with its own value.
-        if (
-          pairs.length === 10 &&
-          pairs.every(([key, values]) => /^k(0\d|1[01])$/.test(key) && values.join() === `v${key.slice(1)}`)
-        ) complete += count;
-      }
-      console.log(`Go labels (12 set): ${complete}/${total} samples with ten of them`);
-      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} samples with ten labels`);
-    } finally {
-      try {
-        workload.kill();
-      } catch {
-        // already exited
-      }
-      await workload.status;
-      Deno.removeSync(dir, { recursive: true });
+    const { pprof, pid } = await recordRunning(binary, { args: ["30", "many"], cpuSeconds: 2 });
+    const samples = samplesOf(decodePprofBySchema(pprof), pid);
+    const total = sum(samples.map((s) => s.count));
+    let complete = 0;
+    for (const { labels, count } of samples) {
+      const pairs = [...labels].filter(([key]) => key !== "comm");
+      // Ten of the twelve, each once and with its own value.
+      if (
+        pairs.length === 10 &&
+        pairs.every(([key, values]) => /^k(0\d|1[01])$/.test(key) && values.join() === `v${key.slice(1)}`)
+      ) complete += count;
     }
+    console.log(`Go labels (12 set): ${complete}/${total} samples with ten of them`);
+    assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} samples with ten labels`);
   },
 }));

@@ -5,9 +5,9 @@
 // show the Go callers too, stripped or not. They need root, BTF and Go (and gcc for cgo).
 import assert from "node:assert/strict";
 import { optional, programs, type Requirement } from "../lib/testing/requirements.ts";
-import { buildGoWorkload, installedGo, REPO_ROOT, tempDir, tracing } from "./helpers.ts";
+import { buildGoWorkload, installedGo, REPO_ROOT, tracing } from "./helpers.ts";
 import { decodePprofBySchema, type PbProfile } from "./pprof_schema.ts";
-import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { recordRunning } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 import { requiring } from "../lib/testing/requirements.ts";
 
@@ -83,14 +83,6 @@ function chainAt(frames: Frame[]): number {
   return -1;
 }
 
-function stop(child: Deno.ChildProcess): void {
-  try {
-    child.kill();
-  } catch {
-    // already exited
-  }
-}
-
 for (const inline of [true, false]) {
   const variant = inline ? "b inlined into a" : "nothing inlined";
   Deno.test(requiring([tracing(), programs("go")], {
@@ -103,46 +95,28 @@ for (const inline of [true, false]) {
         `-go${inline ? "" : "-noinline"}-stripped`,
       );
       const { calls, c } = expectedLines();
-      const dir = tempDir();
-      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-      try {
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const out = `${dir}/out.pb.gz`;
-        const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(workload.pid), "-o", out],
-          [{ pid: workload.pid }],
-          { interruptAfterCpuSeconds: 4 },
+      const { pprof, pid, cpu, steal } = await recordRunning(binary, { args: ["30"], cpuSeconds: 4 });
+      const samples = samplesOf(decodePprofBySchema(pprof), pid);
+      const total = samples.reduce((sum, s) => sum + s.count, 0);
+      assertSampleCount(total, cpu, 99, steal, `Go (${variant})`);
+      let complete = 0;
+      for (const { frames, count } of samples) {
+        const at = chainAt(frames);
+        if (at < 0) continue;
+        const chain = frames.slice(at, at + CHAIN.length);
+        const positioned = chain.every((frame, i) =>
+          frame.file === SOURCE &&
+          (i < 3 ? frame.line === calls.get(frame.functionName) : frame.line >= c.from && frame.line <= c.to)
         );
-        assert.equal(result.code, 0, result.stderr);
-        assert.ok(end[0], "the workload outlived the recording");
-        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-        const total = samples.reduce((sum, s) => sum + s.count, 0);
-        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `Go (${variant})`);
-        let complete = 0;
-        for (const { frames, count } of samples) {
-          const at = chainAt(frames);
-          if (at < 0) continue;
-          const chain = frames.slice(at, at + CHAIN.length);
-          const positioned = chain.every((frame, i) =>
-            frame.file === SOURCE &&
-            (i < 3
-              ? frame.line === calls.get(frame.functionName)
-              : frame.line >= c.from && frame.line <= c.to)
-          );
-          // b's call of c is code of a when b is inlined: one location, lines innermost (b) first.
-          const [, a, b] = chain;
-          const shaped = inline
-            ? a!.lines === 2 && b!.lines === 2 && b!.lineIndex === 0 && a!.lineIndex === 1
-            : a!.lines === 1 && b!.lines === 1;
-          if (positioned && shaped) complete += count;
-        }
-        console.log(`Go (${variant}): ${complete}/${total} samples with main;a;b;c at their files and lines`);
-        assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
-      } finally {
-        stop(workload);
-        await workload.status;
-        Deno.removeSync(dir, { recursive: true });
+        // b's call of c is code of a when b is inlined: one location, lines innermost (b) first.
+        const [, a, b] = chain;
+        const shaped = inline
+          ? a!.lines === 2 && b!.lines === 2 && b!.lineIndex === 0 && a!.lineIndex === 1
+          : a!.lines === 1 && b!.lines === 1;
+        if (positioned && shaped) complete += count;
       }
+      console.log(`Go (${variant}): ${complete}/${total} samples with main;a;b;c at their files and lines`);
+      assert.ok(total > 0 && complete / total >= 0.95, `${complete}/${total} complete`);
     },
   }));
 }
@@ -192,56 +166,38 @@ for (const stripped of [true, false]) {
         stripped ? "-stripped-rdynamic" : "",
       );
       const calls = cgoCallLines();
-      const dir = tempDir();
-      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-      try {
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const out = `${dir}/out.pb.gz`;
-        const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(workload.pid), "-o", out, "--stats", `${dir}/stats.json`],
-          [{ pid: workload.pid }],
-          { interruptAfterCpuSeconds: 3 },
+      const { pprof, pid, cpu, steal, stats: { bpf } } = await recordRunning(binary, {
+        args: ["30"],
+        cpuSeconds: 3,
+      });
+      const samples = samplesOf(decodePprofBySchema(pprof), pid);
+      const total = samples.reduce((sum, s) => sum + s.count, 0);
+      assertSampleCount(total, cpu, 99, steal, `cgo (${variant})`);
+      // The C code runs on the thread's system stack, where runtime.asmcgocall switched to; the Go
+      // frames above it are on the goroutine's stack.
+      let inSpin = 0;
+      let complete = 0;
+      for (const { frames, count } of samples) {
+        if (!frames.some((frame) => frame.functionName === "c_spin")) continue;
+        inSpin += count;
+        // Later Go releases call C through a landing pad without a frame of its own.
+        const names = frames.map((frame) => frame.functionName)
+          .filter((name) => name !== "runtime.asmcgocall_landingpad").slice(0, CGO_CHAIN.length);
+        if (names.join(";") !== CGO_CHAIN.join(";")) continue;
+        const positioned = frames.every((frame) =>
+          !calls.has(frame.functionName) ||
+          (frame.file === CGO_SOURCE && frame.line === calls.get(frame.functionName))
         );
-        assert.equal(result.code, 0, result.stderr);
-        assert.ok(end[0], "the workload outlived the recording");
-        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-        const total = samples.reduce((sum, s) => sum + s.count, 0);
-        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo (${variant})`);
-        const { bpf } = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`)) as {
-          bpf: Record<string, number>;
-        };
-        // The C code runs on the thread's system stack, where runtime.asmcgocall switched to; the Go
-        // frames above it are on the goroutine's stack.
-        let inSpin = 0;
-        let complete = 0;
-        for (const { frames, count } of samples) {
-          if (!frames.some((frame) => frame.functionName === "c_spin")) continue;
-          inSpin += count;
-          // Later Go releases call C through a landing pad without a frame of its own.
-          const names = frames.map((frame) => frame.functionName)
-            .filter((name) => name !== "runtime.asmcgocall_landingpad").slice(0, CGO_CHAIN.length);
-          if (names.join(";") !== CGO_CHAIN.join(";")) continue;
-          const positioned = frames.every((frame) =>
-            !calls.has(frame.functionName) ||
-            (frame.file === CGO_SOURCE && frame.line === calls.get(frame.functionName))
-          );
-          if (positioned) complete += count;
-        }
-        console.log(
-          `cgo (${variant}): ${complete}/${inSpin} samples in c_spin (of ${total}) with ${
-            CGO_CHAIN.join(";")
-          }`,
-        );
-        assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in c_spin`);
-        assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
-        // Each of those crossed from the system stack to the goroutine's once, and no crossing failed.
-        assert.ok(bpf.UnwindGoStackSwitches! >= complete, `${bpf.UnwindGoStackSwitches} stack switches`);
-        assert.equal(bpf.UnwindGoStackBad, 0, "failed stack switches");
-      } finally {
-        stop(workload);
-        await workload.status;
-        Deno.removeSync(dir, { recursive: true });
+        if (positioned) complete += count;
       }
+      console.log(
+        `cgo (${variant}): ${complete}/${inSpin} samples in c_spin (of ${total}) with ${CGO_CHAIN.join(";")}`,
+      );
+      assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in c_spin`);
+      assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
+      // Each of those crossed from the system stack to the goroutine's once, and no crossing failed.
+      assert.ok(bpf.UnwindGoStackSwitches! >= complete, `${bpf.UnwindGoStackSwitches} stack switches`);
+      assert.equal(bpf.UnwindGoStackBad, 0, "failed stack switches");
     },
   }));
 }
@@ -293,54 +249,38 @@ for (const stripped of [true, false]) {
         lineOf("a", "C.c_call_back("),
       ]]);
       assert.ok([...calls.values()].every((line) => line > 0), `the calls in ${CALLBACK_SOURCE}`);
-      const dir = tempDir();
-      const workload = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
-      try {
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const out = `${dir}/out.pb.gz`;
-        const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(workload.pid), "-o", out],
-          [{ pid: workload.pid }],
-          { interruptAfterCpuSeconds: 3 },
-        );
-        assert.equal(result.code, 0, result.stderr);
-        assert.ok(end[0], "the workload outlived the recording");
-        const samples = samplesOf(decodePprofBySchema(Deno.readFileSync(out)), workload.pid);
-        const total = samples.reduce((sum, s) => sum + s.count, 0);
-        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, `cgo callback (${variant})`);
-        let inSpin = 0;
-        let complete = 0;
-        for (const { frames, count } of samples) {
-          const names = frames.map((frame) => frame.functionName);
-          const spin = names.indexOf("main.spin");
-          if (spin < 0) continue;
-          inSpin += count;
-          if (names.slice(0, CALLBACK_ROOT.length).join(";") !== CALLBACK_ROOT.join(";")) continue;
-          // The C code between: c_call_back (unnamed when static and stripped) and cgo's C wrapper of spin.
-          const top = names.indexOf(CALLBACK_TOP[0]!);
-          const cFrames = top - CALLBACK_ROOT.length;
-          if (cFrames < 1 || cFrames > 4 || names[top + 1] !== CALLBACK_TOP[1] || spin < top) continue;
-          if (
-            frames.some((f) =>
-              calls.has(f.functionName) &&
-              (f.file !== CALLBACK_SOURCE || f.line !== calls.get(f.functionName))
-            )
-          ) {
-            continue;
-          }
-          complete += count;
+      const { pprof, pid, cpu, steal } = await recordRunning(binary, { args: ["30"], cpuSeconds: 3 });
+      const samples = samplesOf(decodePprofBySchema(pprof), pid);
+      const total = samples.reduce((sum, s) => sum + s.count, 0);
+      assertSampleCount(total, cpu, 99, steal, `cgo callback (${variant})`);
+      let inSpin = 0;
+      let complete = 0;
+      for (const { frames, count } of samples) {
+        const names = frames.map((frame) => frame.functionName);
+        const spin = names.indexOf("main.spin");
+        if (spin < 0) continue;
+        inSpin += count;
+        if (names.slice(0, CALLBACK_ROOT.length).join(";") !== CALLBACK_ROOT.join(";")) continue;
+        // The C code between: c_call_back (unnamed when static and stripped) and cgo's C wrapper of spin.
+        const top = names.indexOf(CALLBACK_TOP[0]!);
+        const cFrames = top - CALLBACK_ROOT.length;
+        if (cFrames < 1 || cFrames > 4 || names[top + 1] !== CALLBACK_TOP[1] || spin < top) continue;
+        if (
+          frames.some((f) =>
+            calls.has(f.functionName) &&
+            (f.file !== CALLBACK_SOURCE || f.line !== calls.get(f.functionName))
+          )
+        ) {
+          continue;
         }
-        console.log(
-          `cgo callback (${variant}): ${complete}/${inSpin} samples in main.spin (of ${total}) with ` +
-            `${CALLBACK_ROOT.join(";")};...;${CALLBACK_TOP.join(";")};...;main.spin`,
-        );
-        assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in main.spin`);
-        assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
-      } finally {
-        stop(workload);
-        await workload.status;
-        Deno.removeSync(dir, { recursive: true });
+        complete += count;
       }
+      console.log(
+        `cgo callback (${variant}): ${complete}/${inSpin} samples in main.spin (of ${total}) with ` +
+          `${CALLBACK_ROOT.join(";")};...;${CALLBACK_TOP.join(";")};...;main.spin`,
+      );
+      assert.ok(inSpin > 0 && inSpin / total >= 0.9, `${inSpin}/${total} samples in main.spin`);
+      assert.ok(complete / inSpin >= 0.9, `${complete}/${inSpin} complete`);
     },
   }));
 }

@@ -210,3 +210,70 @@ export async function recordWatchingCpu(
 export function cpuBetween(start: CpuSpan, end: CpuSpan): CpuSpan {
   return { low: Math.max(0, end.low - start.high), high: end.high - start.low };
 }
+
+/** What {@linkcode recordRunning} kept of a recording of one running program. */
+export interface RunningRecording {
+  /** The program's PID, as its samples carry it. */
+  pid: number;
+  /** The pprof file written. */
+  pprof: Uint8Array;
+  /** The `--stats` file written, parsed. */
+  stats: { bpf: Record<string, number> };
+  /** CPU seconds the program used while it was sampled. */
+  cpu: CpuSpan;
+  /** Share of the machine's CPU time stolen meanwhile. */
+  steal: number;
+}
+
+/** How {@linkcode recordRunning} starts its program and when it stops recording. */
+export interface RunningOptions {
+  /** Arguments of the program. */
+  args?: string[];
+  /** Stop once the program has used this much CPU while sampled. */
+  cpuSeconds: number;
+  /** Time the program has to set itself up before the recording starts. */
+  settleMs?: number;
+}
+
+/**
+ * Starts `program`, records it with `record -p PID` until it has used `options.cpuSeconds` of CPU while
+ * sampled, checks what every such recording must give (omniprof exits 0, the program outlived the
+ * recording), and stops the program and removes the files whatever happened.
+ *
+ * @example
+ * ```ts ignore
+ * const { pprof, pid, cpu, steal } = await recordRunning(binary, { args: ["30"], cpuSeconds: 4 });
+ * assertSampleCount(countOf(decodePprofBySchema(pprof), pid), cpu, 99, steal, "chain");
+ * ```
+ */
+export async function recordRunning(program: string, options: RunningOptions): Promise<RunningRecording> {
+  const dir = Deno.makeTempDirSync({ prefix: "omniprof-test-" });
+  const child = new Deno.Command(program, { args: options.args ?? [], stdout: "null" }).spawn();
+  try {
+    await new Promise((resolve) => setTimeout(resolve, options.settleMs ?? 300));
+    const out = `${dir}/out.pb.gz`;
+    const stats = `${dir}/stats.json`;
+    const { result, start, end, steal } = await recordWatchingCpu(
+      ["record", "-p", String(child.pid), "-o", out, "--stats", stats],
+      [{ pid: child.pid }],
+      { interruptAfterCpuSeconds: options.cpuSeconds },
+    );
+    if (result.code !== 0) throw new Error(`record exited with ${result.code}:\n${result.stderr}`);
+    if (end[0] === null || end[0] === undefined) throw new Error(`${program} exited during the recording`);
+    return {
+      pid: child.pid,
+      pprof: Deno.readFileSync(out),
+      stats: JSON.parse(Deno.readTextFileSync(stats)),
+      cpu: cpuBetween(start[0]!, end[0]),
+      steal,
+    };
+  } finally {
+    try {
+      child.kill();
+    } catch {
+      // already exited
+    }
+    await child.status;
+    Deno.removeSync(dir, { recursive: true });
+  }
+}

@@ -73,7 +73,9 @@ export function runChecks(): CheckResult[] {
   // Whether the kernel names kernel frames itself (a BPF program), learnt while the tracer is up.
   let kernelNames: string | null = null;
   results.push(attempt("BPF tracer", true, () => {
-    const tracer = Tracer.start({ frequencyHz: 1 });
+    // Every runtime's program too: a session loads one only when it meets the runtime, and a program this
+    // kernel's verifier refuses must show here.
+    const tracer = Tracer.start({ frequencyHz: 1, allUnwinders: true });
     const cpus = tracer.cpus.length;
     try {
       // A kernel text address every kernel has: where the names of kernel frames come from. A failure

@@ -1,0 +1,131 @@
+// A session loads a runtime's BPF unwinder only when it meets the runtime: recording a Python process
+// alone never verifies the Go program, and recording a Python and a Go process together loads both before
+// sampling starts, so their first samples already have Python frames and Go labels. The table is read
+// back from the kernel (the `progs` slots), not from the profiler's bookkeeping. Needs root and BTF.
+import assert from "node:assert/strict";
+import { u32Key } from "../lib/bpf/map.ts";
+import type { BpfObject } from "../lib/bpf/object.ts";
+import type { Profile } from "../lib/profile/profile.ts";
+import { Recorder } from "../lib/record/recorder.ts";
+import { programs, requiring } from "../lib/testing/requirements.ts";
+import type { Pid } from "../lib/types.ts";
+import { GoUnwindProgram, PythonUnwindProgram, UnwindProgram } from "../support/types.ts";
+import { programInfoById } from "./kernel/bpf_info.ts";
+import { buildGoWorkload, tracing } from "./helpers.ts";
+
+/** A Python process that spins in `hot_loop` until killed. */
+const PYTHON_SPIN = "def hot_loop():\n    while True:\n        sum(range(1000))\nhot_loop()\n";
+
+/** The kernel's names of the programs in `object`'s tail-call table, by slot. */
+function tableNames(object: BpfObject): Map<number, string> {
+  const progs = object.map("progs");
+  const id = new Uint32Array(1);
+  const names = new Map<number, string>();
+  for (let slot = 0; slot < progs.maxEntries; slot++) {
+    // Read from user space, a slot of a program array holds its program's id.
+    if (progs.lookup(u32Key(slot), new Uint8Array(id.buffer))) {
+      names.set(slot, programInfoById(id[0]!)?.name ?? `id ${id[0]}`);
+    }
+  }
+  return names;
+}
+
+/** Samples of `pid` in `profile`, with their function names, leaf first. */
+function samplesOf(profile: Profile, pid: number) {
+  return profile.samples.filter((sample) => sample.pid === pid).map((sample) => ({
+    functions: sample.locations.map((location) => profile.locations[location]!.functionName),
+    labels: sample.labels ?? [],
+    count: sample.count,
+  }));
+}
+
+async function stopProcess(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGKILL");
+  } catch {
+    // already exited
+  }
+  await child.status;
+}
+
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+
+Deno.test(requiring([tracing(), programs("python3")], {
+  name: "a session of a Python process loads the Python unwinder and never the Go one",
+  async fn() {
+    const python = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      using recorder = Recorder.start({ frequencyHz: 99, pids: [python.pid as Pid] });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      recorder.stop();
+      const names = tableNames(recorder.tracer.object);
+      // The kernel keeps 15 characters of a program's name.
+      assert.deepEqual(
+        [...names].sort(([a], [b]) => a - b),
+        [
+          [UnwindProgram.Stop, "unwind_stop"],
+          [UnwindProgram.Native, "unwind_native"],
+          [PythonUnwindProgram.Python, "unwind_python"],
+        ].sort(([a], [b]) => Number(a) - Number(b)),
+      );
+      assert.ok(!names.has(GoUnwindProgram.Labels));
+      const samples = samplesOf(recorder.takeProfile(), python.pid);
+      const total = sum(samples.map(({ count }) => count));
+      const inLoop = sum(
+        samples.filter(({ functions }) => functions.includes("hot_loop")).map((s) => s.count),
+      );
+      assert.ok(total >= 20 && inLoop / total >= 0.9, `${inLoop}/${total} samples in hot_loop`);
+      assert.equal(recorder.metrics().TailCallFailed, 0);
+    } finally {
+      await stopProcess(python);
+    }
+  },
+}));
+
+Deno.test(requiring([tracing(), programs("python3", "go")], {
+  name: "a session of a Python and a Go process loads both unwinders before its first sample",
+  async fn() {
+    const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+    const python = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "null" }).spawn();
+    const go = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      using recorder = Recorder.start({ frequencyHz: 99, pids: [python.pid as Pid, go.pid as Pid] });
+      // Recorder.start has read both processes and installed their trie entries, and sampling has begun:
+      // the runtimes' programs must be in the table already.
+      const names = tableNames(recorder.tracer.object);
+      assert.equal(names.get(PythonUnwindProgram.Python), "unwind_python");
+      assert.equal(names.get(GoUnwindProgram.Labels), "unwind_go_label");
+      // The first samples: a short window from the start.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      recorder.stop();
+      const profile = recorder.takeProfile();
+
+      const pythonSamples = samplesOf(profile, python.pid);
+      const pythonTotal = sum(pythonSamples.map(({ count }) => count));
+      const inLoop = sum(
+        pythonSamples.filter(({ functions }) => functions.includes("hot_loop")).map((s) => s.count),
+      );
+      assert.ok(
+        pythonTotal >= 10 && inLoop / pythonTotal >= 0.9,
+        `${inLoop}/${pythonTotal} samples in hot_loop`,
+      );
+
+      // The goroutines running main.a do so under pprof.Do labels (tests/workloads/labels.go).
+      const goSamples = samplesOf(profile, go.pid).filter(({ functions }) => functions.includes("main.a"));
+      const goTotal = sum(goSamples.map(({ count }) => count));
+      const labeled = sum(
+        goSamples.filter(({ labels }) => labels.some(({ key }) => key === "worker")).map((s) => s.count),
+      );
+      assert.ok(
+        goTotal >= 10 && labeled / goTotal >= 0.9,
+        `${labeled}/${goTotal} samples of main.a labelled`,
+      );
+      assert.equal(recorder.metrics().TailCallFailed, 0);
+    } finally {
+      await stopProcess(python);
+      await stopProcess(go);
+    }
+  },
+}));

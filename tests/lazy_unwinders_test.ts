@@ -6,12 +6,14 @@ import assert from "node:assert/strict";
 import { u32Key } from "../lib/bpf/map.ts";
 import type { BpfObject } from "../lib/bpf/object.ts";
 import type { Profile } from "../lib/profile/profile.ts";
+import { RUNTIMES, runtimeUnwinders } from "../lib/interpreter/runtimes.ts";
 import { Recorder } from "../lib/record/recorder.ts";
+import { Tracer } from "../lib/record/tracer.ts";
 import { programs, requiring } from "../lib/testing/requirements.ts";
 import type { Pid } from "../lib/types.ts";
 import { GoUnwindProgram, PythonUnwindProgram, UnwindProgram } from "../support/types.ts";
 import { programInfoById } from "./kernel/bpf_info.ts";
-import { buildGoWorkload, tracing } from "./helpers.ts";
+import { buildGoWorkload, tracing, tracingTest } from "./helpers.ts";
 
 /** A Python process that spins in `hot_loop` until killed. */
 const PYTHON_SPIN = "def hot_loop():\n    while True:\n        sum(range(1000))\nhot_loop()\n";
@@ -143,4 +145,15 @@ Deno.test(requiring([tracing(), programs("python3", "go")], {
       await stopProcess(go);
     }
   },
+}));
+
+Deno.test(tracingTest("the tracer of omniprof check loads every runtime's program at start", () => {
+  using tracer = Tracer.start({ frequencyHz: 1, paused: true, allUnwinders: true });
+  const names = tableNames(tracer.object);
+  const runtimes = runtimeUnwinders(RUNTIMES);
+  assert.ok(runtimes.length >= 2, `${runtimes.length} runtime unwinders`);
+  for (const { slot, program } of runtimes) {
+    // The kernel keeps 15 characters of a program's name.
+    assert.equal(names.get(slot), program.slice(0, 15), `slot ${slot}`);
+  }
 }));

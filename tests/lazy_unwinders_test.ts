@@ -15,8 +15,23 @@ import { GoUnwindProgram, PythonUnwindProgram, UnwindProgram } from "../support/
 import { programInfoById } from "./kernel/bpf_info.ts";
 import { buildGoWorkload, tracing, tracingTest } from "./helpers.ts";
 
-/** A Python process that spins in `hot_loop` until killed. */
-const PYTHON_SPIN = "def hot_loop():\n    while True:\n        sum(range(1000))\nhot_loop()\n";
+/** A Python process that says it runs, then spins in `hot_loop` until killed. */
+const PYTHON_SPIN = "import sys\ndef hot_loop():\n    while True:\n        sum(range(1000))\n" +
+  "sys.stdout.write('ready\\n')\nsys.stdout.flush()\nhot_loop()\n";
+
+/**
+ * Starts the Python process and waits until it runs its script: `python3` may be a launcher (pyenv's
+ * shim) that starts the interpreter only later, and a session started before would meet no Python.
+ */
+async function startPython(): Promise<Deno.ChildProcess> {
+  const child = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "piped" }).spawn();
+  const reader = child.stdout.getReader();
+  const { value } = await reader.read();
+  // It writes nothing more; a pipe left open would outlive the test.
+  await reader.cancel();
+  assert.equal(new TextDecoder().decode(value), "ready\n");
+  return child;
+}
 
 /** The kernel's names of the programs in `object`'s tail-call table, by slot. */
 function tableNames(object: BpfObject): Map<number, string> {
@@ -58,7 +73,7 @@ const FIRST_SAMPLES = 20;
 Deno.test(requiring([tracing(), programs("python3")], {
   name: "a session of a Python process loads the Python unwinder and never the Go one",
   async fn() {
-    const python = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "null" }).spawn();
+    const python = await startPython();
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
       using recorder = Recorder.start({ frequencyHz: 99, pids: [python.pid as Pid] });
@@ -92,7 +107,7 @@ Deno.test(requiring([tracing(), programs("python3", "go")], {
   name: "a session of a Python and a Go process loads both unwinders before its first sample",
   async fn() {
     const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
-    const python = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "null" }).spawn();
+    const python = await startPython();
     const go = new Deno.Command(binary, { args: ["30"], stdout: "null" }).spawn();
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -3,10 +3,15 @@
 // sampling starts, so their first samples already have Python frames and Go labels. The table is read
 // back from the kernel (the `progs` slots), not from the profiler's bookkeeping. Needs root and BTF.
 import assert from "node:assert/strict";
-import { u32Key } from "../lib/bpf/map.ts";
+import { u32Key, u64Key } from "../lib/bpf/map.ts";
 import type { BpfObject } from "../lib/bpf/object.ts";
 import type { Profile } from "../lib/profile/profile.ts";
+import type { Data } from "../lib/interpreter/interpreter.ts";
+import type { Runtime } from "../lib/interpreter/runtime.ts";
+import { pythonRuntime } from "../lib/interpreter/python/runtime.ts";
 import { RUNTIMES, runtimeUnwinders } from "../lib/interpreter/runtimes.ts";
+import { FileRegistry } from "../lib/process/file_registry.ts";
+import { ProcessManager } from "../lib/process/process_manager.ts";
 import { Recorder } from "../lib/record/recorder.ts";
 import { Tracer } from "../lib/record/tracer.ts";
 import { programs, requiring } from "../lib/testing/requirements.ts";
@@ -172,3 +177,63 @@ Deno.test(tracingTest("the tracer of omniprof check loads every runtime's progra
     assert.equal(names.get(slot), program.slice(0, 15), `slot ${slot}`);
   }
 }));
+
+/** A runtime that claims the C library as the home of its interpreter loop, unwound by Python's program. */
+const libcAsInterpreter: Runtime = {
+  ...pythonRuntime,
+  loader: (ebpf, info) => {
+    if (!/\/libc\.so\.6$/.test(info.fileName)) return null;
+    ebpf.updateInterpreterOffsets(PythonUnwindProgram.Python, info.fileId, [{ start: 0x1000, end: 0x2000 }]);
+    const data: Data = {
+      attach: () => {
+        throw new Error("not attached in this test");
+      },
+    };
+    return data;
+  },
+};
+
+for (const refused of [false, true]) {
+  Deno.test(tracingTest(
+    refused
+      ? "a file whose runtime's program the kernel refuses stays native: BPF never jumps to the empty slot"
+      : "the first file of a runtime loads its program before the file's loop reaches BPF",
+    () => {
+      using tracer = Tracer.start({ frequencyHz: 99, paused: true });
+      const asked: number[] = [];
+      const unwinders = {
+        require(slot: number) {
+          asked.push(slot);
+          if (refused) throw new Error("Cannot load BPF programs: Permission denied (a verifier's refusal)");
+          tracer.unwinders.require(slot);
+        },
+      };
+      using files = new FileRegistry({ object: tracer.object, unwinders, runtimes: [libcAsInterpreter] });
+      const processes = new ProcessManager({ files });
+      processes.onExec(Deno.pid as Pid);
+      try {
+        const libc = processes.mappingsOf(Deno.pid as Pid).find((mapping) =>
+          /\/libc\.so\.6$/.test(mapping.path)
+        );
+        assert.ok(libc !== undefined, "this process maps libc.so.6");
+        const use = files.acquire(libc.file)!;
+        assert.deepEqual(asked, [PythonUnwindProgram.Python]);
+        const names = tableNames(tracer.object);
+        const offsets = tracer.object.map("interpreter_offsets");
+        const declared = offsets.lookup(u64Key(use.bpfId), new Uint8Array(offsets.valueSize));
+        if (refused) {
+          assert.equal(use.program, UnwindProgram.Native);
+          assert.ok(!names.has(PythonUnwindProgram.Python));
+          assert.ok(!declared, "no loop declared to BPF");
+        } else {
+          assert.equal(use.program, PythonUnwindProgram.Python);
+          assert.equal(names.get(PythonUnwindProgram.Python), "unwind_python");
+          assert.ok(declared, "the loop is declared to BPF");
+        }
+        files.release(libc.file);
+      } finally {
+        processes.onExit(Deno.pid as Pid);
+      }
+    },
+  ));
+}

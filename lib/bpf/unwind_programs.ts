@@ -23,7 +23,7 @@
 import { getLogger } from "../log/logger.ts";
 import { EAGAIN } from "../sys/errno.ts";
 import { libc, SystemError } from "../sys/libc.ts";
-import { libbpf, LibbpfError } from "./libbpf.ts";
+import { LibbpfError } from "./libbpf.ts";
 import { u32Key } from "./map.ts";
 import type { BpfObject } from "./object.ts";
 import { BPF_MAPS, BPF_PROGRAMS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
@@ -88,13 +88,6 @@ export function fillUnwindPrograms(object: BpfObject, entries: readonly UnwindPr
   }
 }
 
-/** A program in its slot of the table, and the id the kernel gave it. */
-export interface FilledSlot {
-  readonly slot: number;
-  readonly program: BpfProgramName;
-  readonly programId: number;
-}
-
 /**
  * The table of one loaded object: the native slots filled once it loads, each runtime's at its first
  * {@linkcode require} (or with the native ones when not `lazy`).
@@ -103,7 +96,7 @@ export class UnwindProgramTable {
   readonly #object: BpfObject;
   readonly #entries: readonly UnwindProgramEntry[];
   readonly #lazy: ReadonlySet<number>;
-  readonly #filled = new Map<number, FilledSlot>();
+  readonly #filled = new Map<number, UnwindProgramEntry>();
   /** Slots whose program the kernel refused: not tried again (verifying it costs as much each time). */
   readonly #refused = new Map<number, Error>();
   /**
@@ -131,7 +124,7 @@ export class UnwindProgramTable {
   fillLoaded(): void {
     const loaded = this.#entries.filter(({ slot }) => !this.#lazy.has(slot));
     fillUnwindPrograms(this.#object, loaded);
-    for (const { slot, program } of loaded) this.#remember(slot, program, this.#object.program(program).fd);
+    for (const entry of loaded) this.#filled.set(entry.slot, entry);
   }
 
   /**
@@ -166,7 +159,7 @@ export class UnwindProgramTable {
   }
 
   /** The slots filled so far, by slot. */
-  filled(): FilledSlot[] {
+  filled(): UnwindProgramEntry[] {
     return [...this.#filled.values()].sort((a, b) => a.slot - b.slot);
   }
 
@@ -187,7 +180,7 @@ export class UnwindProgramTable {
       if (fd < 0) throw new SystemError(`keep the descriptor of program ${program}`, libc().errno());
       this.#held.push(fd);
       this.#object.map("progs").update(u32Key(slot), u32Key(fd));
-      this.#remember(slot, program, fd);
+      this.#filled.set(slot, { slot, program });
       return;
     }
   }
@@ -197,17 +190,4 @@ export class UnwindProgramTable {
     for (const fd of this.#held) libc().fn.close(fd);
     this.#held = [];
   }
-
-  #remember(slot: number, program: BpfProgramName, fd: number): void {
-    this.#filled.set(slot, { slot, program, programId: programId(fd) });
-  }
-}
-
-/** The kernel's id of a loaded program (struct bpf_prog_info: type at byte 0, id at byte 4). */
-function programId(fd: number): number {
-  const info = new Uint8Array(256);
-  const length = new Uint32Array([info.length]);
-  const result = libbpf().fn.bpf_obj_get_info_by_fd(fd, info, new Uint8Array(length.buffer));
-  if (result < 0) throw new LibbpfError(`get the information on program fd ${fd}`, -result);
-  return new DataView(info.buffer).getUint32(4, true);
 }

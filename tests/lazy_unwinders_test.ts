@@ -9,6 +9,7 @@ import type { Profile } from "../lib/profile/profile.ts";
 import type { Data } from "../lib/interpreter/interpreter.ts";
 import type { Runtime } from "../lib/interpreter/runtime.ts";
 import { pythonRuntime } from "../lib/interpreter/python/runtime.ts";
+import { SYSTEM_PYTHON, systemPython } from "../lib/interpreter/python/test_processes.ts";
 import { RUNTIMES, runtimeUnwinders } from "../lib/interpreter/runtimes.ts";
 import { FileRegistry } from "../lib/process/file_registry.ts";
 import { ProcessManager } from "../lib/process/process_manager.ts";
@@ -25,11 +26,11 @@ const PYTHON_SPIN = "import sys\ndef hot_loop():\n    while True:\n        sum(r
   "sys.stdout.write('ready\\n')\nsys.stdout.flush()\nhot_loop()\n";
 
 /**
- * Starts the Python process and waits until it runs its script: `python3` may be a launcher (pyenv's
- * shim) that starts the interpreter only later, and a session started before would meet no Python.
+ * Starts the Python process and waits until it runs its script: a session started before would meet no
+ * Python yet (under load the interpreter takes its time to start).
  */
 async function startPython(): Promise<Deno.ChildProcess> {
-  const child = new Deno.Command("python3", { args: ["-c", PYTHON_SPIN], stdout: "piped" }).spawn();
+  const child = new Deno.Command(SYSTEM_PYTHON, { args: ["-c", PYTHON_SPIN], stdout: "piped" }).spawn();
   const reader = child.stdout.getReader();
   const { value } = await reader.read();
   // It writes nothing more; a pipe left open would outlive the test.
@@ -75,7 +76,7 @@ const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 /** Samples of each process the second test waits for. */
 const FIRST_SAMPLES = 20;
 
-Deno.test(requiring([tracing(), programs("python3")], {
+Deno.test(requiring([tracing(), systemPython()], {
   name: "a session of a Python process loads the Python unwinder and never the Go one",
   async fn() {
     const python = await startPython();
@@ -108,7 +109,7 @@ Deno.test(requiring([tracing(), programs("python3")], {
   },
 }));
 
-Deno.test(requiring([tracing(), programs("python3", "go")], {
+Deno.test(requiring([tracing(), systemPython(), programs("go")], {
   name: "a session of a Python and a Go process loads both unwinders before its first sample",
   async fn() {
     const binary = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");

@@ -28,6 +28,7 @@ const symbols = {
   bpf_map__value_size: { parameters: ["pointer"], result: "u32" },
   bpf_map__inner_map: { parameters: ["pointer"], result: "pointer" },
   bpf_map__fd: { parameters: ["pointer"], result: "i32" },
+  bpf_map__reuse_fd: { parameters: ["pointer", "i32"], result: "i32" },
   bpf_map__set_max_entries: { parameters: ["pointer", "u32"], result: "i32" },
   bpf_map__max_entries: { parameters: ["pointer"], result: "u32" },
   bpf_map__map_flags: { parameters: ["pointer"], result: "u32" },

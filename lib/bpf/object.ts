@@ -57,6 +57,47 @@ export class BpfObject<MapName extends string = BpfMapName, ProgramName extends 
     return new BpfObject<MapName, ProgramName>(pointer, copy);
   }
 
+  /**
+   * Opens this loaded object's ELF again as a second object whose maps are this object's own: loading it
+   * creates no map (libbpf skips a map given a descriptor, data sections included, which keep the values
+   * this object froze in them) and loads only the programs left to autoload, so a program this object
+   * left out can be verified later and work on the same maps. Close it when its programs are in place
+   * (a program array keeps a program loaded).
+   *
+   * @throws {Error} when this object is not loaded, or the two objects' maps do not pair up.
+   */
+  openSharingMaps(): BpfObject<MapName, ProgramName> {
+    if (!this.#loaded) throw new Error("Cannot share the maps of a BPF object before it is loaded");
+    const lib = libbpf();
+    const sharing = BpfObject.open<MapName, ProgramName>(this.#bytes, "omniprof.bpf.o (shared maps)");
+    try {
+      // The same ELF gives the same maps in the same order. A data section's map is named after its
+      // object, which differs (`55922965.rodata`): only the part from the section's dot must match.
+      let own = lib.fn.bpf_object__next_map(this.#live(), null);
+      let other = lib.fn.bpf_object__next_map(sharing.#live(), null);
+      for (; own !== null && other !== null;) {
+        const ownName = Deno.UnsafePointerView.getCString(lib.fn.bpf_map__name(own)!);
+        const otherName = Deno.UnsafePointerView.getCString(lib.fn.bpf_map__name(other)!);
+        if (sectionPart(ownName) !== sectionPart(otherName)) {
+          throw new Error(`Cannot share BPF map ${ownName}: the object opened again has ${otherName} there`);
+        }
+        const fd = lib.fn.bpf_map__fd(own);
+        if (fd < 0) throw new LibbpfError(`get the descriptor of map ${ownName}`, -fd);
+        const result = lib.fn.bpf_map__reuse_fd(other, fd);
+        if (result < 0) throw new LibbpfError(`share BPF map ${ownName}`, -result);
+        own = lib.fn.bpf_object__next_map(this.#live(), own);
+        other = lib.fn.bpf_object__next_map(sharing.#live(), other);
+      }
+      if (own !== null || other !== null) {
+        throw new Error("Cannot share the maps of a BPF object: the object opened again has other maps");
+      }
+    } catch (error) {
+      sharing.close();
+      throw error;
+    }
+    return sharing;
+  }
+
   /** Whether {@linkcode load} has succeeded. */
   get loaded(): boolean {
     return this.#loaded;
@@ -137,4 +178,10 @@ export class BpfObject<MapName extends string = BpfMapName, ProgramName extends 
     if (this.#pointer === null) throw new Error("Cannot use BPF object: it is closed");
     return this.#pointer;
   }
+}
+
+/** A map's name as its section gives it: `.rodata` of a data section's `55922965.rodata`, else the name. */
+function sectionPart(name: string): string {
+  const dot = name.indexOf(".");
+  return dot < 0 ? name : name.slice(dot);
 }

@@ -73,8 +73,11 @@ export function runChecks(): CheckResult[] {
   // Whether the kernel names kernel frames itself (a BPF program), learnt while the tracer is up.
   let kernelNames: string | null = null;
   results.push(attempt("BPF tracer", true, () => {
-    const tracer = Tracer.start({ frequencyHz: 1 });
+    // Every runtime's program too: a session loads one only when it meets the runtime, and a program this
+    // kernel's verifier refuses must show here.
+    const tracer = Tracer.start({ frequencyHz: 1, allUnwinders: true });
     const cpus = tracer.cpus.length;
+    const unwinders = tracer.unwinders.filled().length;
     try {
       // A kernel text address every kernel has: where the names of kernel frames come from. A failure
       // here is not the tracer's: the kernel symbols check below then reports /proc/kallsyms.
@@ -90,7 +93,8 @@ export function runChecks(): CheckResult[] {
     } finally {
       tracer.close();
     }
-    return `programs load and attach on ${cpus} CPUs (perf_event, raw tracepoints, ring buffer, tail calls)`;
+    return `programs load and attach on ${cpus} CPUs (perf_event, raw tracepoints, ring buffer, tail calls ` +
+      `to ${unwinders} programs, every runtime's included)`;
   }));
   results.push(attempt("kernel symbols", false, () => {
     if (kernelNames !== null) return kernelNames;

@@ -29,6 +29,7 @@
  */
 import { getLogger } from "../log/logger.ts";
 import type { BpfObject } from "../bpf/object.ts";
+import type { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import type { LoadSegment } from "../elf/elf_file.ts";
 import { type AddressRange, LoaderInfo } from "../interpreter/interpreter.ts";
 import { InterpreterOffsets } from "../interpreter/interpreter_offsets.ts";
@@ -81,6 +82,11 @@ export interface FileRegistryStats extends StackDeltaStats {
 export interface FileRegistryOptions {
   /** The loaded BPF object whose maps hold file state; without one, only the host side is kept. */
   object?: BpfObject | null;
+  /**
+   * The object's tail-call table, which loads a runtime's unwinder when the first file of the runtime is
+   * declared to BPF; without it, every program is taken to be in its slot already.
+   */
+  unwinders?: Pick<UnwindProgramTable, "require"> | null;
   /** The runtimes whose loaders are offered each file (none by default). */
   runtimes?: readonly Runtime[];
   /** Where procfs is mounted. */
@@ -119,6 +125,7 @@ export class FileRegistry implements Disposable {
   readonly #handles: FileHandles;
   readonly #deltaLoader: StackDeltaLoader | null;
   readonly #offsets: InterpreterOffsets | null;
+  readonly #unwinders: Pick<UnwindProgramTable, "require"> | null;
   readonly #runtimes: readonly Runtime[];
   readonly #graceMs: number;
   /** By the key of a mapping ("major:minor inode", or a pseudo name): what was made of it. */
@@ -140,6 +147,7 @@ export class FileRegistry implements Disposable {
     const object = options.object ?? null;
     this.#deltaLoader = object === null ? null : new StackDeltaLoader(object);
     this.#offsets = object === null ? null : new InterpreterOffsets(object.map("interpreter_offsets"));
+    this.#unwinders = options.unwinders ?? null;
     this.#runtimes = options.runtimes ?? [];
     this.#graceMs = options.graceMs ?? GRACE_MS;
   }
@@ -285,13 +293,16 @@ export class FileRegistry implements Disposable {
 
   /**
    * Declares `ranges` of the file `fileId` as the loop of the runtime that `program` unwinds: the file's
-   * trie entries installed from now on name `program`.
+   * trie entries installed from now on name `program`. The program is loaded first if the session has
+   * not loaded it yet (the first file of its runtime), so BPF never jumps to its slot while it is empty.
    *
    * @throws {RangeError} when the file is not loaded.
+   * @throws {LibbpfError} when the kernel refuses the runtime's program: nothing is declared.
    */
   updateInterpreterOffsets(program: number, fileId: FileId, ranges: readonly AddressRange[]): void {
     const state = this.#byContent.get(fileId);
     if (!state?.loaded) throw new RangeError(`Cannot name file ${fileId} to BPF: it is not loaded`);
+    if (this.#offsets !== null) this.#unwinders?.require(program);
     this.#offsets?.update(state.bpfId, program, ranges);
     state.loaded.program = program;
   }

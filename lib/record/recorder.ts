@@ -130,7 +130,11 @@ export class Recorder {
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
     const tracer = Tracer.start({ ...options, paused: true });
-    const files = new FileRegistry({ object: tracer.object, runtimes: RUNTIMES });
+    const files = new FileRegistry({
+      object: tracer.object,
+      unwinders: tracer.unwinders,
+      runtimes: RUNTIMES,
+    });
     // The process manager owns the perf maps (it reads one to the end when its process exits); the
     // profile builder counts the JIT frames they name.
     const perfMaps = new PerfMaps();

@@ -21,7 +21,7 @@ import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
-import { fillUnwindPrograms, unwindPrograms } from "../bpf/unwind_programs.ts";
+import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
 import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
 import { onlineCpus } from "../sys/cpus.ts";
@@ -65,6 +65,11 @@ export interface TracerOptions {
    * prepares unwind tables first, so that the first samples unwind completely.
    */
   paused?: boolean;
+  /**
+   * Verify and load every runtime's unwinder at start, not when the session first meets the runtime
+   * (`omniprof check`: where a program this kernel's verifier refuses must show).
+   */
+  allUnwinders?: boolean;
 }
 
 /** The profiler's own BPF counters: `enum metric_id` but its count and the start of the runtimes' range. */
@@ -94,14 +99,16 @@ export class Tracer {
   readonly periodNs: number;
   #kernelNames: BpfKernelNames | null = null;
   #object: BpfObject;
+  #unwinders: UnwindProgramTable;
   #links: BpfLink[] = [];
   #reader: RingBufferReader | null = null;
   #sampling = false;
   #waiter: RingBufferWaiter | null = null;
   #closed = false;
 
-  private constructor(object: BpfObject, cpus: number[], periodNs: number) {
+  private constructor(object: BpfObject, unwinders: UnwindProgramTable, cpus: number[], periodNs: number) {
     this.#object = object;
+    this.#unwinders = unwinders;
     this.cpus = cpus;
     this.periodNs = periodNs;
   }
@@ -127,7 +134,14 @@ export class Tracer {
     const cpus = onlineCpus();
     const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, options.frequencyHz);
     const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
-    const tracer = new Tracer(object, cpus, periodNs);
+    let unwinders: UnwindProgramTable;
+    try {
+      unwinders = new UnwindProgramTable(object, runtimeUnwinders(RUNTIMES), { lazy: !options.allUnwinders });
+    } catch (error) {
+      object.close();
+      throw error;
+    }
+    const tracer = new Tracer(object, unwinders, cpus, periodNs);
     try {
       const rodata = object.map(".rodata").initialValue();
       const config = rodataOffsets.tracer_config;
@@ -147,7 +161,7 @@ export class Tracer {
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
-      fillUnwindPrograms(object, unwindPrograms(runtimeUnwinders(RUNTIMES)));
+      unwinders.fillLoaded();
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {
@@ -175,6 +189,15 @@ export class Tracer {
   /** The loaded BPF object, for the parts that fill its maps (the native unwinder's tables). */
   get object(): BpfObject {
     return this.#object;
+  }
+
+  /**
+   * The tail-call table: the native unwinders are in it from the start; a runtime's goes in when the
+   * session first meets the runtime ({@linkcode UnwindProgramTable.require}), unless
+   * {@linkcode TracerOptions.allUnwinders}.
+   */
+  get unwinders(): UnwindProgramTable {
+    return this.#unwinders;
   }
 
   /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
@@ -260,6 +283,7 @@ export class Tracer {
     this.#waiter = null;
     this.#reader?.close();
     this.#reader = null;
+    this.#unwinders.close();
     this.#object.close();
   }
 

@@ -81,7 +81,11 @@ function moduleSource(index: number, functions: number, next: () => number): str
       ][op]!;
       body.push(`    case ${c}: ${expression}; break;`);
     }
-    body.push(`    default: acc ^= i; break;`, `    }`, `    if ((acc & ${15 + pick(240)}) == ${pick(15)}) {`);
+    body.push(
+      `    default: acc ^= i; break;`,
+      `    }`,
+      `    if ((acc & ${15 + pick(240)}) == ${pick(15)}) {`,
+    );
     body.push(`      s->v[i & 31] ^= acc;`, `      table_${m}[acc & 63] += (unsigned)i;`, `    }`, `  }`);
     // Calls go to earlier functions only, so there is no recursion; the first calls the previous module.
     if (f > 0) {

@@ -25,12 +25,24 @@ export function gccPlanStarts(printout: string): number {
 
 /** The commands `make -n` prints: one a line, split at spaces (the generated Makefile quotes nothing). */
 export function makeCommands(printout: string): string[][] {
-  return printout.split("\n").map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("make"))
+  return printout.split("\n").map((line) => line.trim()).filter((line) =>
+    line !== "" && !line.startsWith("make")
+  )
     .map((line) => line.split(/\s+/));
 }
 
-async function output(program: string, args: string[], cwd: string): Promise<{ stdout: string; stderr: string }> {
-  const result = await new Deno.Command(program, { args, cwd, stdout: "piped", stderr: "piped", stdin: "null" })
+async function output(
+  program: string,
+  args: string[],
+  cwd: string,
+): Promise<{ stdout: string; stderr: string }> {
+  const result = await new Deno.Command(program, {
+    args,
+    cwd,
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  })
     .output();
   const decoder = new TextDecoder();
   const text = { stdout: decoder.decode(result.stdout), stderr: decoder.decode(result.stderr) };

@@ -137,7 +137,13 @@ export interface UserStackFigures {
 
 /** Counts the figures over the samples of thread name `comm`. */
 export function userStackFigures(samples: readonly Sample[], comm: string): UserStackFigures {
-  const figures: UserStackFigures = { samples: 0, namedLeaf: 0, leafInKnownFile: 0, noUserFrame: 0, complete: 0 };
+  const figures: UserStackFigures = {
+    samples: 0,
+    namedLeaf: 0,
+    leafInKnownFile: 0,
+    noUserFrame: 0,
+    complete: 0,
+  };
   for (const sample of samples) {
     if (sample.comm !== comm) continue;
     figures.samples += sample.count;

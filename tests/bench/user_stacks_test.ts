@@ -36,7 +36,13 @@ const FOLDED = [
 
 // By hand, cc1: samples 1+2+2+3+1+1+2+1 = 13; named 2+2+3+1 = 8; in a known file 8 + 1 + 1 = 10;
 // no user frame 2; complete 1+2+1 = 4.
-const FOLDED_CC1: UserStackFigures = { samples: 13, namedLeaf: 8, leafInKnownFile: 10, noUserFrame: 2, complete: 4 };
+const FOLDED_CC1: UserStackFigures = {
+  samples: 13,
+  namedLeaf: 8,
+  leafInKnownFile: 10,
+  noUserFrame: 2,
+  complete: 4,
+};
 
 // Samples as `perf script -F comm,pid,tid,time,ip,sym,dso` printed them for a build, -g (1-3) and
 // --call-graph dwarf (4, 5), shortened, plus a kernel-only one (6) and one of make (7).
@@ -82,7 +88,13 @@ make 18900/18900 11830.310000:
 // By hand, cc1: samples 6; named: mmap64 (2), diagnose_options (3), make_pass_vtable_verify (4),
 // __GI_mprotect (5) = 4; in a known file: those 4 and cc1's [unknown] (1) = 5; no user frame: 6 (its
 // [unknown] at a kernel address is a kernel frame) = 1; complete: 4 (_start) and 5 (ld.so's _start) = 2.
-const PERF_CC1: UserStackFigures = { samples: 6, namedLeaf: 4, leafInKnownFile: 5, noUserFrame: 1, complete: 2 };
+const PERF_CC1: UserStackFigures = {
+  samples: 6,
+  namedLeaf: 4,
+  leafInKnownFile: 5,
+  noUserFrame: 1,
+  complete: 2,
+};
 
 Deno.test("parseFoldedSamples() reads frames root first, kernel frames and the files of [file+0x...]", () => {
   const samples = parseFoldedSamples(FOLDED);

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { tempDir } from "../helpers.ts";
-import { optional, programs, requiring } from "../../lib/testing/requirements.ts";
+import { bootstrapped, programs, requiring } from "../../lib/testing/requirements.ts";
 import { writeCProject } from "./c_project.ts";
 import { buildProcessStarts, gccPlanStarts, makeCommands } from "./process_starts.ts";
-import { runs } from "./peers.ts";
 
 // What `gcc -### -O2 -c mod00.c -o mod00.o` printed on Debian 12 (long lines shortened): two programs.
 const COMPILE = `Using built-in specs.
@@ -46,30 +45,31 @@ Deno.test("makeCommands() splits make -n's lines and leaves out make's own messa
   ]);
 });
 
-Deno.test(requiring([programs("gcc", "make"), optional(await runs("strace", ["-V"]) ? null : "no strace")], {
-  name: "buildProcessStarts() agrees with the execs strace sees in a real build",
-  fn: async () => {
-    const dir = tempDir();
-    try {
-      writeCProject(dir, { modules: 3, functionsPerModule: 2 });
-      const planned = await buildProcessStarts(dir);
-      // main.c and three modules compiled, then linked.
-      assert.equal(planned.commands, 5);
-      const traced = await new Deno.Command("strace", {
-        args: ["-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", `${dir}/trace`, "make", "-j2"],
-        cwd: dir,
-        stdout: "null",
-        stderr: "piped",
-      }).output();
-      assert.ok(traced.success, new TextDecoder().decode(traced.stderr));
-      // A start is an exec that succeeded (gcc tries each directory of its search path in turn); with
-      // two jobs at once, strace may print an exec's result on a `<... execve resumed>` line of its own.
-      const execs = Deno.readTextFileSync(`${dir}/trace`).split("\n").filter((line) =>
-        /execve[( ]/.test(line) && /= 0$/.test(line)
-      ).length;
-      assert.equal(planned.starts, execs);
-    } finally {
-      Deno.removeSync(dir, { recursive: true });
-    }
-  },
-}));
+// The kernel's count: in a new PID namespace every process gets the next PID, so the PID of a process
+// started after the build says how many the build started (its processes run no threads).
+Deno.test(
+  requiring([bootstrapped(Deno.uid() !== 0 ? "needs root" : null), programs("gcc", "make", "unshare")], {
+    name: "buildProcessStarts() agrees with the PIDs a real build takes in a PID namespace of its own",
+    fn: async () => {
+      const dir = tempDir();
+      try {
+        writeCProject(dir, { modules: 3, functionsPerModule: 2 });
+        const planned = await buildProcessStarts(dir);
+        // main.c and three modules compiled, then linked.
+        assert.equal(planned.commands, 5);
+        // PID 1 is sh, make is 2, the build's other processes follow, and the last sh comes after them.
+        const built = await new Deno.Command("unshare", {
+          args: ["--pid", "--fork", "sh", "-c", 'make -j2 > /dev/null && sh -c "echo \\$\\$"'],
+          cwd: dir,
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        assert.ok(built.success, new TextDecoder().decode(built.stderr));
+        const lastPid = Number(new TextDecoder().decode(built.stdout).trim());
+        assert.equal(planned.starts, lastPid - 2);
+      } finally {
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  }),
+);

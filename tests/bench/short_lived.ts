@@ -60,6 +60,10 @@ export interface ShortLivedRow {
   reason: string | null;
   /** The judged thread name's samples and how their user stacks look (null unless ok). */
   figures: UserStackFigures | null;
+  /** Every sample of the profile (the workload's process tree, all thread names). */
+  allSamples: number | null;
+  /** allSamples / (the workload's CPU seconds x HZ): how much of the workload's CPU time was sampled. */
+  sampledShare: number | null;
   /** The profiler's CPU: recording (outer less workload) plus post-processing, seconds. */
   cpuSeconds: number | null;
   postCpuSeconds: number | null;
@@ -274,6 +278,8 @@ function failedRow(tool: Tool, status: "not installed" | "failed", reason: strin
     status,
     reason,
     figures: null,
+    allSamples: null,
+    sampledShare: null,
     cpuSeconds: null,
     postCpuSeconds: null,
     maxRssMb: null,
@@ -302,12 +308,16 @@ async function measure(tool: Tool, workload: Workload, options: ShortLivedOption
   const cpuSeconds = recordCpu + (postCpu ?? 0);
   const starts = workload.starts(tool.key);
   const figures = userStackFigures(recorded.samples, workload.comm);
+  const allSamples = recorded.samples.reduce((sum, sample) => sum + sample.count, 0);
+  const expected = cpu(inner) * options.frequencyHz;
   return {
     tool: tool.key,
     label: tool.label,
     status: "ok",
     reason: null,
     figures,
+    allSamples,
+    sampledShare: expected > 0 ? allSamples / expected : null,
     cpuSeconds,
     postCpuSeconds: postCpu,
     maxRssMb: Math.max(recorded.record.usage.maxRssKb, recorded.post?.usage.maxRssKb ?? 0) / 1024,
@@ -367,6 +377,8 @@ export function formatShortLivedReport(report: ShortLivedReport): string {
   const { comm, rows } = report;
   const header = [
     "tool",
+    "all samples",
+    "of CPU x HZ",
     `${comm} samples`,
     "named leaf",
     "leaf file known",
@@ -389,6 +401,8 @@ export function formatShortLivedReport(report: ShortLivedReport): string {
     const f = row.figures;
     return [
       row.label,
+      String(row.allSamples ?? "-"),
+      row.sampledShare === null ? "-" : `${(row.sampledShare * 100).toFixed(0)}%`,
       String(f.samples),
       share(f.namedLeaf, f.samples),
       share(f.leafInKnownFile, f.samples),

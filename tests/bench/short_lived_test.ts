@@ -14,6 +14,8 @@ function row(
     status: "ok",
     reason: null,
     figures,
+    allSamples: 1000,
+    sampledShare: 0.5,
     cpuSeconds,
     postCpuSeconds: tool === "omniprof" ? null : 0.5,
     maxRssMb: 80,
@@ -84,9 +86,9 @@ Deno.test("formatShortLivedReport() prints each tool's shares, CPU per 1,000 sta
   });
   const lines = text.split("\n");
   const own = lines.find((line) => line.startsWith("omniprof "))!.split(/\s{2,}/);
-  assert.deepEqual(own.slice(1, 5), ["500", "90.0%", "92.0%", "79.8%"]);
+  assert.deepEqual(own.slice(1, 7), ["1000", "50%", "500", "90.0%", "92.0%", "79.8%"]);
   // CPU ms per 1,000 starts: 2 s * 1e6 / 4,000.
-  assert.equal(own[9], "500");
+  assert.equal(own[11], "500");
   assert.ok(lines.includes("perf -g / omniprof: profiler CPU 0.50x, CPU per 1,000 starts 0.80x"), text);
   assert.ok(lines.some((line) => /^perf dwarf\s+not installed: no$/.test(line)), text);
   assert.ok(lines.includes("FAIL omniprof: cc1 samples complete >= 80%: 79.8%"), text);

@@ -30,8 +30,13 @@ import { parseTimeOutput, type ResourceUsage, TIME_FORMAT } from "./peer_output.
 import { writeCProject } from "./c_project.ts";
 import { buildProcessStarts } from "./process_starts.ts";
 import { alignColumns } from "./results.ts";
-import { parseFoldedSamples, parsePerfScriptSamples, type Sample, userStackFigures } from "./user_stacks.ts";
-import type { UserStackFigures } from "./user_stacks.ts";
+import {
+  parseFoldedSamples,
+  parsePerfScriptSamples,
+  type Sample,
+  type UserStackFigures,
+  userStackFigures,
+} from "./user_stacks.ts";
 
 /** The workloads of short-lived processes. */
 export type ShortLivedWorkloadName = "build" | "storm";

@@ -44,7 +44,8 @@ const OPTIONAL: Record<string, string> = {
   bpftrace: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "profile-bpfcc": "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "qemu-system-x86_64": "`deno task test-kernel` boots other kernels in it; .ci/run installs it.",
-  make: "`deno task build-kernel` builds a kernel from source; kernels/README.md says what that needs.",
+  make: "`deno task build-kernel` builds a kernel from source; kernels/README.md says what that needs. " +
+    "`deno task bench --workload build` builds with it: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "scripts/kconfig/merge_config.sh": "a script of the kernel source tree `deno task build-kernel` builds.",
   zstd: "decompresses zstd kernel images for `deno task fetch-kernel`; .ci/run installs it.",
   bzip2: "decompresses bzip2 kernel images (none of Debian's); the error names the package.",

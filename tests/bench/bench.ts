@@ -37,9 +37,16 @@ import {
   resultRow,
 } from "./results.ts";
 import { formatUnwindTableReport, type UnwindTableReport, unwindTableReport } from "./unwind_tables.ts";
+import {
+  formatShortLivedReport,
+  runShortLived,
+  SHORT_LIVED_TOOLS,
+  type ShortLivedToolKey,
+  type ShortLivedWorkloadName,
+} from "./short_lived.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--rounds N] [--workload chain|deep|python] [--no-tables] [--no-python]
+                       [--rounds N] [--workload chain|deep|python|build|storm] [--no-tables] [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -55,7 +62,13 @@ of median CPU time, and every round's CPU is listed under it.
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
                        frame pointers so that every tool can unwind them; or python (a 20-frame Python
-                       stack run by python3, which only omniprof names)
+                       stack run by python3, which only omniprof names); or one of short-lived
+                       processes, where each tool starts the workload itself and the table gives the
+                       share of samples with a named leaf and a complete stack, and the profiler's CPU
+                       per 1,000 process starts: build (make -j2 of a generated 44-file C project,
+                       cc1's samples) or storm (bash starting /bin/true for --duration seconds, true's
+                       samples). These two run omniprof, perf (-g) and perf-dwarf (--call-graph dwarf)
+                       once each, at 499 Hz unless --frequency says otherwise
   --no-python          skip the section that runs omniprof on a 30-frame native and a 20-frame Python
                        stack (BPF ns per sample and host CPU per 1,000 samples, side by side)
   --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
@@ -80,6 +93,9 @@ type Workload = (typeof WORKLOADS)[keyof typeof WORKLOADS];
 
 interface Options {
   workload: Workload;
+  /** The short-lived workload, which replaces the whole run, or null. */
+  shortLived: ShortLivedWorkloadName | null;
+  shortLivedTools: ShortLivedToolKey[];
   tables: boolean;
   /** Also run omniprof on a deep native and a deep Python stack, side by side. */
   python: boolean;
@@ -116,7 +132,9 @@ function parseOptions(argv: string[]): Options | string {
   if (!Number.isInteger(durationSeconds) || durationSeconds < 1 || durationSeconds > 3600) {
     return `--duration ${values.duration}: expected whole seconds from 1 to 3600`;
   }
-  const frequencyHz = Number(values.frequency ?? "99");
+  const workload = values.workload ?? "chain";
+  const shortLived = workload === "build" || workload === "storm" ? workload : null;
+  const frequencyHz = Number(values.frequency ?? (shortLived !== null ? "499" : "99"));
   if (!Number.isInteger(frequencyHz) || frequencyHz < 1 || frequencyHz > 10000) {
     return `--frequency ${values.frequency}: expected a whole number of Hz from 1 to 10000`;
   }
@@ -124,15 +142,18 @@ function parseOptions(argv: string[]): Options | string {
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > 100) {
     return `--rounds ${values.rounds}: expected a whole number from 1 to 100`;
   }
-  const keys = values.tools === undefined ? PEERS.map((peer) => peer.key) : values.tools.split(",");
-  const unknown = keys.filter((key) => !PEERS.some((peer) => peer.key === key));
-  if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")}`;
-  const workload = values.workload ?? "chain";
-  if (workload !== "chain" && workload !== "deep" && workload !== "python") {
-    return `--workload ${workload}: use chain, deep or python`;
+  const known: readonly string[] = shortLived !== null ? SHORT_LIVED_TOOLS : PEERS.map((peer) => peer.key);
+  const keys = values.tools === undefined ? [...known] : values.tools.split(",");
+  const unknown = keys.filter((key) => !known.includes(key));
+  if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")} (use ${known.join(",")})`;
+  if (shortLived !== null && values.rounds !== undefined) return `--rounds: not with --workload ${workload}`;
+  if (shortLived === null && workload !== "chain" && workload !== "deep" && workload !== "python") {
+    return `--workload ${workload}: use chain, deep, python, build or storm`;
   }
   return {
-    workload: WORKLOADS[workload],
+    workload: shortLived === null ? WORKLOADS[workload as keyof typeof WORKLOADS] : WORKLOADS.chain,
+    shortLived,
+    shortLivedTools: SHORT_LIVED_TOOLS.filter((key) => keys.includes(key)),
     tables: !values["no-tables"],
     python: !values["no-python"],
     jsonPath: values.json ?? null,
@@ -306,6 +327,7 @@ async function main(argv: string[]): Promise<number> {
     console.error(`bench: not installed: ${noTime} (it measures each tool's CPU time and RSS)`);
     return 2;
   }
+  if (options.shortLived !== null) return await shortLivedBench(options);
   const missing = new Map<Peer["key"], string>();
   for (const peer of options.peers) {
     const reason = await peer.missing();
@@ -436,6 +458,63 @@ async function main(argv: string[]): Promise<number> {
   const own = rows.find((row) => row.key === "omniprof");
   if (own !== undefined && own.status !== "ok") return 1;
   return targets.some((target) => target.verdict === "FAIL") ? 1 : 0;
+}
+
+/** `--workload build|storm`: omniprof and perf on short-lived processes, each tool once. */
+async function shortLivedBench(options: Options): Promise<number> {
+  const workload = options.shortLived!;
+  console.log(
+    `kernel ${Deno.osRelease()}, ${onlineCpus().length} CPUs, ${options.frequencyHz} Hz, workload ${workload}` +
+      (workload === "storm" ? ` for ${options.durationSeconds} s` : ""),
+  );
+  const cleanup = new Cleanup();
+  const onSignal = () => {
+    cleanup.run();
+    console.error("\nbench: interrupted; temporary files removed");
+    Deno.exit(130);
+  };
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  try {
+    cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
+    if (options.shortLivedTools.includes("omniprof")) {
+      // As in the main run: omniprof's row measures a run, not Deno's one-time transpile and code caches.
+      await new Deno.Command(Deno.execPath(), {
+        args: omniprofArgs(["record", "-d", "1", "-o", `${cleanup.dir}/warm-up.folded`]),
+        cwd: REPO_ROOT,
+        env: DENO_RUN_ENV,
+        stdout: "null",
+        stderr: "null",
+      }).output();
+    }
+    const report = await runShortLived({
+      workload,
+      frequencyHz: options.frequencyHz,
+      durationSeconds: options.durationSeconds,
+      tools: options.shortLivedTools,
+      dir: cleanup.dir,
+      onSpawn: (pid) => cleanup.spawned.add(pid),
+    });
+    console.log(`\n${formatShortLivedReport(report)}`);
+    if (options.jsonPath !== null) {
+      const meta = {
+        date: new Date().toISOString(),
+        kernel: Deno.osRelease(),
+        cpus: onlineCpus().length,
+        frequencyHz: options.frequencyHz,
+        durationSeconds: workload === "storm" ? options.durationSeconds : null,
+        versions: { deno: Deno.version.deno, perf: await firstLine("perf", ["--version"]) },
+      };
+      Deno.writeTextFileSync(options.jsonPath, JSON.stringify({ meta, ...report }, null, 2) + "\n");
+      console.log(`wrote ${options.jsonPath}`);
+    }
+    const own = report.rows.find((row) => row.tool === "omniprof");
+    if (own !== undefined && own.status !== "ok") return 1;
+    return report.targets.some((target) => target.verdict === "FAIL") ? 1 : 0;
+  } finally {
+    cleanup.run();
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
 }
 
 if (import.meta.main) {

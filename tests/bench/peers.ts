@@ -79,7 +79,7 @@ export interface Peer {
   run(options: RunOptions): Promise<PeerResult>;
 }
 
-const INSTALL_ALL = "OMNIPROF_PEERS=1 support/bootstrap.sh deno task bench";
+export const INSTALL_ALL = "OMNIPROF_PEERS=1 support/bootstrap.sh deno task bench";
 
 /** Whether `program --version` (or the given arguments) runs and exits 0. */
 export async function runs(program: string, args = ["--version"]): Promise<boolean> {
@@ -100,7 +100,7 @@ export async function timeMissing(): Promise<string | null> {
 }
 
 /** Options of {@linkcode timedRun}. */
-interface TimedRunOptions {
+export interface TimedRunOptions {
   label: string;
   dir: string;
   /** Where the tool's standard output goes; discarded when absent. */
@@ -118,7 +118,7 @@ interface TimedRunOptions {
 }
 
 /** What {@linkcode timedRun} returns. */
-interface TimedRun {
+export interface TimedRun {
   step: Step;
   startNs: number;
   stderr: string;
@@ -132,7 +132,7 @@ const SLOW_POLL_MS = 200;
  * Runs `argv` under `/usr/bin/time` and waits for it, watching its BPF programs: every 5 ms until a
  * sampling program has run (so its first run is timed to within a poll), then every 200 ms.
  */
-async function timedRun(argv: string[], options: TimedRunOptions): Promise<TimedRun> {
+export async function timedRun(argv: string[], options: TimedRunOptions): Promise<TimedRun> {
   const timePath = `${options.dir}/${options.label}.time`;
   const stderrPath = `${options.dir}/${options.label}.stderr`;
   const startNs = monotonicNs();

@@ -59,6 +59,9 @@ struct btf_export {
   enum unwind_fp_opcode unwind_fp_opcode;
   enum interpreter_constants interpreter_constants;
   enum kernel_name_limits kernel_name_limits;
+  enum trace_flag trace_flag;
+  enum stack_copy_mode stack_copy_mode;
+  struct copied_stack copied_stack;
   struct process_event process_event;
   struct unwind_info unwind_info;
   struct stack_delta stack_delta;

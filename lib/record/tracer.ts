@@ -36,6 +36,7 @@ import {
   PidFilterFlag,
   pidFilterValueLayout,
   rodataOffsets,
+  StackCopyMode,
   traceLayout,
   tracerConfigLayout,
 } from "../../support/types.ts";
@@ -60,6 +61,11 @@ export interface TracerOptions {
   preloadPaths?: readonly string[];
   /** Ring buffer size in bytes (a power of two, at least a page). */
   ringBufferBytes?: number;
+  /**
+   * Which user stacks BPF copies into the trace for the host to unwind: by default those of processes
+   * whose mappings are not installed yet; StackCopyMode.All for tests that compare both unwinders.
+   */
+  stackCopy?: StackCopyMode;
   /**
    * Load and watch processes, but do not sample until {@linkcode Tracer.startSampling}: the caller
    * prepares unwind tables first, so that the first samples unwind completely.
@@ -133,6 +139,7 @@ export class Tracer {
       const config = rodataOffsets.tracer_config;
       rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
       rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
+      rodata[config + tracerConfigLayout.stack_copy.offset] = options.stackCopy ?? StackCopyMode.Unknown;
       // Sampling itself would cost the most exactly when the profiler is busiest (symbolizing).
       new DataView(rodata.buffer, rodata.byteOffset).setUint32(
         config + tracerConfigLayout.self_pid.offset,

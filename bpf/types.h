@@ -136,6 +136,9 @@ enum limits {
   PID_FILTER_MAX_ENTRIES = 16384,
   STACK_WINDOW_BYTES = 256,      // user stack read at once by the native unwinder (a power of two)
   // The most user stack copied for the host (from rsp up), a whole number of pages: see struct copied_stack.
+  // Measured as the bytes from rsp to the end of complete stacks, 16 KiB hold 98% of cc1's (a C compile at
+  // -O2; 8 KiB: 93%) and all of the shell's and coreutils'. struct trace, which has room for it, is a
+  // per-CPU map value: it must stay below the kernel's 32 KiB per-CPU allocation.
   COPIED_STACK_BYTES = 16384,
 };
 

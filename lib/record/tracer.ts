@@ -32,6 +32,9 @@ import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
 import {
+  copiedStackLayout,
+  frameLayout,
+  Limits,
   MetricId,
   PidFilterFlag,
   pidFilterValueLayout,
@@ -83,12 +86,21 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
 /**
+ * The largest trace record: every frame and every label, or the kernel frames and a whole stack copy (a
+ * process BPF did not know yet).
+ */
+const MAX_TRACE_RECORD = Math.max(
+  traceLayout.copy_room.offset,
+  traceLayout.frames.offset + Limits.MaxKernelFrames * frameLayout.sizeof + copiedStackLayout.sizeof,
+);
+
+/**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
  * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
  * twice and count fully towards the profiler's memory.
  */
 function ringBufferBytes(cpus: number, frequencyHz: number): number {
-  const worst = cpus * frequencyHz * traceLayout.sizeof * 0.25;
+  const worst = cpus * frequencyHz * MAX_TRACE_RECORD * 0.25;
   let bytes = 256 << 10;
   while (bytes < worst && bytes < 16 << 20) bytes *= 2;
   return bytes;

@@ -320,6 +320,7 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
   struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
   __u64 sp = state->sp;
   __u32 length = COPIED_STACK_BYTES;
+  __u32 skipped = 0;
   __u8 last;
   // The whole window when its last byte can be read (the stack is one mapping from rsp up) and then the
   // whole of it; a failed read of the window costs its copy up to the fault, so it is tried only then.
@@ -344,15 +345,25 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
       length = COPIED_STACK_BYTES;
     barrier_var(length);
     if (bpf_probe_read_user(copy->data, length, (void *)sp)) {
-      metric_increment(METRIC_STACK_COPY_FAILED);
-      length = 0;
+      // rsp's own page is not in memory yet (a frame just made below what the stack ever used, or the
+      // page fault that brings it in): its callers' frames are above, from the next page on.
+      skipped = head;
+      length = low * PAGE_SIZE;
+      if (length > COPIED_STACK_BYTES)
+        length = COPIED_STACK_BYTES;
+      barrier_var(length);
+      if (length == 0 || bpf_probe_read_user(copy->data, length, (void *)(sp + skipped))) {
+        metric_increment(METRIC_STACK_COPY_FAILED);
+        length = 0;
+        skipped = 0;
+      }
     }
   }
   copy->pc = state->pc;
   copy->sp = sp;
   copy->fp = state->fp;
   copy->length = length;
-  copy->pad = 0;
+  copy->skipped = skipped;
   trace->flags |= TRACE_FLAG_COPIED_STACK;
   trace->num_labels = 0;
   metric_increment(METRIC_STACKS_COPIED);

@@ -246,8 +246,8 @@ struct copied_stack {
   __u64 pc;
   __u64 sp;
   __u64 fp;
-  __u32 length;        // bytes of the stack copied from sp on: the window, or less where the stack ends
-  __u32 pad;
+  __u32 length;        // bytes of the stack copied from sp + skipped on: the window, or less where it ends
+  __u32 skipped;       // bytes above sp not copied: 0, or to the end of sp's page when it could not be read
   __u8 data[COPIED_STACK_BYTES];
 };
 

@@ -161,7 +161,7 @@ export const copiedStackLayout = {
   sp: { offset: 8, size: 8 }, // __u64
   fp: { offset: 16, size: 8 }, // __u64
   length: { offset: 24, size: 4 }, // __u32
-  pad: { offset: 28, size: 4 }, // __u32
+  skipped: { offset: 28, size: 4 }, // __u32
   data: { offset: 32, size: 16384, count: 16384, elementSize: 1 }, // __u8[16384]
 } as const;
 

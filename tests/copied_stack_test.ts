@@ -23,7 +23,7 @@ import { StackCopyMode } from "../support/types.ts";
 const CHAIN = ["main", "a", "b", "c"];
 
 /**
- * Records chain.c built without frame pointers for 3 s with BPF's stack copying set to `mode`; returns
+ * Records chain.c built without frame pointers for 5 s with BPF's stack copying set to `mode`; returns
  * its stacks (root first) and how many samples the host unwound from copies.
  */
 async function recordChain(mode: StackCopyMode): Promise<{ stacks: FoldedStack[]; hostUnwound: number }> {
@@ -31,7 +31,7 @@ async function recordChain(mode: StackCopyMode): Promise<{ stacks: FoldedStack[]
   const workload = new Deno.Command(chain, { args: ["30"], stdout: "null" }).spawn();
   try {
     using recorder = Recorder.start({ frequencyHz: 99, pids: [workload.pid as Pid], stackCopy: mode });
-    await delay(3000);
+    await delay(5000);
     const profile = recorder.takeProfile();
     const stacks = profile.samples.filter((sample) => sample.pid === workload.pid).map((sample) => ({
       comm: sample.comm,

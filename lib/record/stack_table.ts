@@ -36,6 +36,7 @@ import {
   COPY_FP,
   COPY_LENGTH,
   COPY_PC,
+  COPY_SKIPPED,
   COPY_SP,
   FRAME_ADDRESS,
   FRAME_FILE_ID,
@@ -164,7 +165,15 @@ export class StackTable implements RecordSink {
   #copiedStacks = new Map<string, Stack>();
   #copiedStackUnwinder: CopiedStackUnwinder;
   /** The copy being unwound, reused for every one. */
-  #copy: CopiedStack = { pc: 0, sp: 0, fp: 0, view: new DataView(new ArrayBuffer(0)), data: 0, length: 0 };
+  #copy: CopiedStack = {
+    pc: 0,
+    sp: 0,
+    fp: 0,
+    view: new DataView(new ArrayBuffer(0)),
+    data: 0,
+    length: 0,
+    start: 0,
+  };
   /** Where the host-unwound frames of the trace being decoded go, and the process's JIT names. */
   #copiedFrames: StackFrame[] = [];
   #copiedJit: JitNames | null | undefined;
@@ -369,6 +378,7 @@ export class StackTable implements RecordSink {
     copy.sp = readU64(view, at + COPY_SP);
     copy.fp = readU64(view, at + COPY_FP);
     copy.data = at + COPY_DATA;
+    copy.start = copy.sp + view.getUint32(at + COPY_SKIPPED, true);
     // Never past the record, whatever the length field says.
     copy.length = Math.max(0, Math.min(view.getUint32(at + COPY_LENGTH, true), offset + length - copy.data));
     this.#copiedFrames = frames;

@@ -47,4 +47,5 @@ export const COPY_PC = copiedStackLayout.pc.offset;
 export const COPY_SP = copiedStackLayout.sp.offset;
 export const COPY_FP = copiedStackLayout.fp.offset;
 export const COPY_LENGTH = copiedStackLayout.length.offset;
+export const COPY_SKIPPED = copiedStackLayout.skipped.offset;
 export const COPY_DATA = copiedStackLayout.data.offset;

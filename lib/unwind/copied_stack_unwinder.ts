@@ -13,7 +13,8 @@
  * ```ts ignore
  * import { CopiedStackUnwinder } from "./copied_stack_unwinder.ts";
  * const unwinder = new CopiedStackUnwinder(processes, files);
- * const stop = unwinder.unwind(pid, { pc, sp, fp, view, data, length }, (address, returnAddress, at) => {
+ * const copy = { pc, sp, fp, view, data, length, start: sp };
+ * const stop = unwinder.unwind(pid, copy, (address, returnAddress, at) => {
  *   frames.push(at ? `${at.mapping.file.path}+${at.fileOffset}` : `0x${address.toString(16)}`);
  * });
  * ```
@@ -42,6 +43,8 @@ export interface CopiedStack {
   view: DataView;
   data: number;
   length: number;
+  /** The process address the copy's first byte came from: sp, or past sp's page when that was missing. */
+  start: number;
 }
 
 /** Where the unwinder finds addresses' mappings (the process manager). */
@@ -98,7 +101,7 @@ export class CopiedStackUnwinder {
   #sp = 0;
   #fp = 0;
   #returnAddress = false;
-  /** The copy being unwound, and the process address its first byte was copied from. */
+  /** The copy being unwound. */
   #copy: CopiedStack | null = null;
   /** The value of the last successful read. */
   #value = 0;
@@ -246,11 +249,11 @@ export class CopiedStackUnwinder {
    */
   #read(address: number): boolean {
     const copy = this.#copy!;
-    const offset = address - copy.sp;
+    const offset = address - copy.start;
     if (offset < 0 || offset + 8 > copy.length) {
       // Past a full window the stack went on (BPF would have read it); otherwise it ended there, or the
       // address is no stack address at all, and BPF's read would have failed or found garbage.
-      this.#readStop = offset >= 0 && copy.length >= Limits.CopiedStackBytes
+      this.#readStop = offset >= 0 && copy.start - copy.sp + copy.length >= Limits.CopiedStackBytes
         ? UnwindStopReason.CopyExhausted
         : UnwindStopReason.ReadFailed;
       return false;

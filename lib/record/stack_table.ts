@@ -161,8 +161,8 @@ export class StackTable implements RecordSink {
   #interpreterStacks = new Map<string, Stack>();
   /** Raw traces with interpreter frames remembered in #buckets. */
   #interpreterEntries = 0;
-  /** Stacks unwound on the host from copies, by what they name (each copy's bytes differ). */
-  #copiedStacks = new Map<string, Stack>();
+  /** Stacks unwound on the host from copies, by a hash of their frames (each copy's bytes differ). */
+  #copiedStacks = new Map<number, Stack[]>();
   #copiedStackUnwinder: CopiedStackUnwinder;
   /** The copy being unwound, reused for every one. */
   #copy: CopiedStack = {
@@ -356,13 +356,18 @@ export class StackTable implements RecordSink {
   #addCopiedTrace(view: DataView, offset: number, length: number): void {
     this.#countSample(view, offset);
     const stack = this.#decode(view, offset, length);
-    const key = decodedKey(stack);
-    const known = this.#copiedStacks.get(key);
-    if (known !== undefined) {
-      known.count++;
-      return;
+    const hash = framesHash(stack);
+    const bucket = this.#copiedStacks.get(hash);
+    if (bucket === undefined) this.#copiedStacks.set(hash, [stack]);
+    else {
+      for (const known of bucket) {
+        if (sameStack(known, stack)) {
+          known.count++;
+          return;
+        }
+      }
+      bucket.push(stack);
     }
-    this.#copiedStacks.set(key, stack);
     this.#stacks.push(stack);
   }
 
@@ -520,6 +525,35 @@ function decodeLabels(view: DataView, at: number, end: number, count: number): S
   return labels;
 }
 
+/** A hash of what a decoded stack's frames are (not their files: {@linkcode sameStack} compares those). */
+function framesHash(stack: Stack): number {
+  let hash = Math.imul(0x811c9dc5 ^ stack.tid, 0x01000193);
+  hash = Math.imul(hash ^ stack.stopReason, 0x01000193);
+  for (const frame of stack.frames) {
+    hash = Math.imul(hash ^ frame.address, 0x01000193);
+    hash = Math.imul(hash ^ Math.floor(frame.address / 0x100000000), 0x01000193);
+    hash = Math.imul(hash ^ (frame.kind << 8 | frame.addressKind.charCodeAt(0)), 0x01000193);
+  }
+  return hash;
+}
+
+/** Whether two decoded stacks (of copies) name the same frames, and were taken of the same thread. */
+function sameStack(a: Stack, b: Stack): boolean {
+  if (
+    a.pid !== b.pid || a.tid !== b.tid || a.comm !== b.comm || a.stopReason !== b.stopReason ||
+    a.hostUnwound !== b.hostUnwound || a.frames.length !== b.frames.length
+  ) return false;
+  for (let i = 0; i < a.frames.length; i++) {
+    const x = a.frames[i]!;
+    const y = b.frames[i]!;
+    if (
+      x.kind !== y.kind || x.addressKind !== y.addressKind || x.address !== y.address || x.file !== y.file ||
+      x.returnAddress !== y.returnAddress || x.signalTrampoline !== y.signalTrampoline || x.jit !== y.jit
+    ) return false;
+  }
+  return true;
+}
+
 /** The little-endian u64 at `at`; addresses stay below 2^53. */
 function readU64(view: DataView, at: number): number {
   return view.getUint32(at + 4, true) * 0x100000000 + view.getUint32(at, true);
@@ -527,7 +561,7 @@ function readU64(view: DataView, at: number): number {
 
 /** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */
 function decodedKey(stack: Stack): string {
-  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}${stack.hostUnwound ? "\0h" : ""}`;
+  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}`;
   for (const label of stack.labels ?? []) key += `\0l${label.key}\x01${label.value}`;
   for (const frame of stack.frames) {
     const symbol = frame.symbol;

@@ -49,7 +49,10 @@ export interface CopiedStack {
 
 /** Where the unwinder finds addresses' mappings (the process manager). */
 export interface CopiedStackProcesses {
+  /** Resolves `address`, reading the process's mappings again if they do not hold it. */
   resolve(pid: Pid, address: Address): ResolvedAddress | null;
+  /** Resolves `address` with the mappings as last read. */
+  resolveAsRead(pid: Pid, address: Address): ResolvedAddress | null;
 }
 
 /** Where the unwinder finds the rules of files (the file registry). */
@@ -143,7 +146,14 @@ export class CopiedStackUnwinder {
   #frame(pid: Pid, sink: CopiedFrameSink): number {
     const pc = this.#pc;
     const returnAddress = this.#returnAddress;
-    const resolved = pc > 0 && pc < USER_SPACE_END ? this.#processes.resolve(pid, pc as Address) : null;
+    // The interrupted instruction may be in code mapped since the process was read: read it again then.
+    // A return address is resolved with what was read: one read up a garbage frame-pointer chain would
+    // spend the process's re-reads (they are rationed) on addresses no read can resolve.
+    const resolved = pc <= 0 || pc >= USER_SPACE_END
+      ? null
+      : returnAddress
+      ? this.#processes.resolveAsRead(pid, pc as Address)
+      : this.#processes.resolve(pid, pc as Address);
     const vaddr = resolved === null ? null : this.#files.elfAddress(resolved.mapping, pc);
     if (vaddr === null) {
       // No mapping, or one without tables (JIT code, the file unreadable): frame pointers, as BPF.

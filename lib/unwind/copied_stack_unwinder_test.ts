@@ -25,6 +25,12 @@ const MAPPING: ResolvedMapping = {
   file: FILE,
 } as ResolvedMapping;
 
+function resolveInMapping(_pid: Pid, address: number): ResolvedAddress | null {
+  return address >= MAPPING.start && address < MAPPING.end
+    ? { mapping: MAPPING, fileOffset: address - MAPPING.start }
+    : null;
+}
+
 type Rule =
   | Omit<ResolvedRule, "unwindInfo"> & { unwindInfo?: number }
   | { command: number }
@@ -34,12 +40,7 @@ type Rule =
 function unwinder(rules: Map<number, Rule>) {
   const lookups: number[] = [];
   const instance = new CopiedStackUnwinder(
-    {
-      resolve: (_pid, address): ResolvedAddress | null =>
-        address >= MAPPING.start && address < MAPPING.end
-          ? { mapping: MAPPING, fileOffset: address - MAPPING.start }
-          : null,
-    },
+    { resolve: resolveInMapping, resolveAsRead: resolveInMapping },
     {
       elfAddress: (_mapping, address) => address,
       ruleAt: (_file, lookup, out) => {
@@ -207,4 +208,31 @@ Deno.test("CopiedStackUnwinder stops on a missing rule, a bad frame pointer, and
   const result = run(recursive, copyOf(0x401000, SP, 0, words));
   assert.equal(result.stop, UnwindStopReason.Truncated);
   assert.equal(result.frames.length, Limits.MaxFrameUnwinds);
+});
+
+Deno.test("CopiedStackUnwinder reads the process again only for the interrupted instruction", () => {
+  const calls: string[] = [];
+  const instance = new CopiedStackUnwinder(
+    {
+      resolve: (pid, address) => {
+        calls.push(`resolve 0x${address.toString(16)}`);
+        return resolveInMapping(pid, address);
+      },
+      resolveAsRead: (pid, address) => {
+        calls.push(`as read 0x${address.toString(16)}`);
+        return resolveInMapping(pid, address);
+      },
+    },
+    {
+      elfAddress: (_mapping, address) => address,
+      ruleAt: (_file, _lookup, out) => {
+        Object.assign(out, { unwindInfo: StackDeltaConstants.DeltaCommandFlag | UnwindCommand.FramePointer });
+        return RuleLookup.Found;
+      },
+    },
+  );
+  // A frame-pointer chain leading out of every mapping: its garbage return address is no reason to read.
+  const words = [0, SP + 24, 0x7f0000001234, 0, 0];
+  instance.unwind(PID, copyOf(0x401000, SP, SP + 8, words), () => {});
+  assert.deepEqual(calls, ["resolve 0x401000", "as read 0x7f0000001234"]);
 });

@@ -33,11 +33,9 @@
 // rsp lies below it by the saved slots and their alignment, never more than this.
 #define GO_CGO_NOSAVE_MAX_DISTANCE 128
 
-// Pages of the copied stack beyond the one holding rsp, tried when the stack ends within the window.
+// Pages of the copied stack: the window is read in whole pages past rsp's where it cannot be read at once.
 #define COPIED_STACK_PAGES (COPIED_STACK_BYTES / PAGE_SIZE)
-#define COPIED_STACK_PAGE_BITS 2
 _Static_assert(COPIED_STACK_BYTES % PAGE_SIZE == 0, "the stack copy is a whole number of pages");
-_Static_assert((1 << COPIED_STACK_PAGE_BITS) >= COPIED_STACK_PAGES, "the bisection reaches every page");
 
 // Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
 // entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
@@ -326,19 +324,15 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
   // whole of it; a failed read of the window costs its copy up to the fault, so it is tried only then.
   if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + length - 1)) ||
       bpf_probe_read_user(copy->data, length, (void *)sp)) {
-    // The stack ends within the window (a main thread's, a few KiB above main): bisect for the last
-    // readable page past rsp's.
+    // The stack ends within the window (a main thread's, a few KiB above main), or another mapping
+    // follows it there (the vdso may sit right above the stack): copy the pages past rsp's that follow
+    // each other, each found by reading its last byte.
     __u32 head = PAGE_SIZE - (sp & (PAGE_SIZE - 1));
-    __u32 low = 0;                   // pages past rsp's page known readable
-    __u32 high = COPIED_STACK_PAGES; // known not (or past the window)
-    for (int i = 0; i < COPIED_STACK_PAGE_BITS; i++) {
-      if (low + 1 >= high)
+    __u32 low = 0; // pages past rsp's page, all readable
+    for (int i = 1; i < COPIED_STACK_PAGES; i++) {
+      if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + head + i * PAGE_SIZE - 1)))
         break;
-      __u32 middle = (low + high) / 2;
-      if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + head + middle * PAGE_SIZE - 1)))
-        high = middle;
-      else
-        low = middle;
+      low = i;
     }
     length = head + low * PAGE_SIZE;
     if (length > COPIED_STACK_BYTES)

@@ -19,16 +19,18 @@ import { delay } from "../lib/sys/timer.ts";
 import type { Pid } from "../lib/types.ts";
 import { StackCopyMode } from "../support/types.ts";
 
-/** The fixture's call chain (tests/workloads/chain.c and chain.h): main calls a, a b, b c. */
-const CHAIN = ["main", "a", "b", "c"];
+/** The C runtime's frames a stack may start with (glibc's CFI ends the stack at one of these). */
+const ROOTS = ["_start", "__libc_start_main", "__libc_start_call_main"];
 
 /**
- * Records chain.c built without frame pointers for 5 s with BPF's stack copying set to `mode`; returns
- * its stacks (root first) and how many samples the host unwound from copies.
+ * Records `program` (a workload of tests/workloads, told to burn CPU for 30 s) for 5 s with BPF's stack
+ * copying set to `mode`; returns its stacks (root first) and how many samples the host unwound from copies.
  */
-async function recordChain(mode: StackCopyMode): Promise<{ stacks: FoldedStack[]; hostUnwound: number }> {
-  const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
-  const workload = new Deno.Command(chain, { args: ["30"], stdout: "null" }).spawn();
+async function recordWorkload(
+  program: string,
+  mode: StackCopyMode,
+): Promise<{ stacks: FoldedStack[]; hostUnwound: number }> {
+  const workload = new Deno.Command(program, { args: ["30"], stdout: "null" }).spawn();
   try {
     using recorder = Recorder.start({ frequencyHz: 99, pids: [workload.pid as Pid], stackCopy: mode });
     await delay(5000);
@@ -45,18 +47,18 @@ async function recordChain(mode: StackCopyMode): Promise<{ stacks: FoldedStack[]
   }
 }
 
-/** The frames from the root down to the chain's last function, or null when the chain is not there. */
-function throughChain(stack: FoldedStack): string | null {
-  if (!hasChain(stack.frames, CHAIN)) return null;
-  const end = stack.frames.lastIndexOf(CHAIN[CHAIN.length - 1]!);
+/** The frames from the root down to `chain` (consecutive frames), or null when the chain is not there. */
+function throughChain(stack: FoldedStack, chain: string[]): string | null {
+  if (!hasChain(stack.frames, chain)) return null;
+  const end = stack.frames.lastIndexOf(chain[chain.length - 1]!);
   return stack.frames.slice(0, end + 1).join(";");
 }
 
-/** The most common root-to-chain prefix of `stacks` and its share of their samples. */
-function dominantPrefix(stacks: FoldedStack[], label: string): { prefix: string; share: number } {
+/** The most common root-to-`chain` prefix of `stacks` and its share of their samples. */
+function dominantPrefix(stacks: FoldedStack[], chain: string[], label: string) {
   const counts = new Map<string, number>();
   for (const stack of stacks) {
-    const prefix = throughChain(stack) ?? "(chain missing)";
+    const prefix = throughChain(stack, chain) ?? "(chain missing)";
     counts.set(prefix, (counts.get(prefix) ?? 0) + stack.count);
   }
   const total = countWhere(stacks, () => true);
@@ -66,22 +68,52 @@ function dominantPrefix(stacks: FoldedStack[], label: string): { prefix: string;
   return { prefix, share: count / total };
 }
 
+/**
+ * Records `program` with BPF unwinding, then with every stack copied and unwound on the host, and checks
+ * that both give the same frames from the root to `chain` (functions of the workload's source) in at least
+ * 95% of samples. Returns both recordings' stacks.
+ */
+async function assertSameStacks(program: string, chain: string[]) {
+  const bpf = await recordWorkload(program, StackCopyMode.Unknown);
+  const host = await recordWorkload(program, StackCopyMode.All);
+  const total = countWhere(host.stacks, () => true);
+  // Every sample of the workload was copied and unwound on the host.
+  assert.ok(host.hostUnwound >= total, `${host.hostUnwound} host-unwound of ${total} samples`);
+  const fromBpf = dominantPrefix(bpf.stacks, chain, "BPF-unwound");
+  const fromHost = dominantPrefix(host.stacks, chain, "host-unwound");
+  assert.equal(fromHost.prefix, fromBpf.prefix);
+  const frames = fromHost.prefix.split(";");
+  assert.deepEqual(frames.slice(-chain.length), chain);
+  assert.ok(ROOTS.includes(frames[0]!), frames[0]);
+  assert.ok(fromBpf.share >= 0.95);
+  assert.ok(fromHost.share >= 0.95);
+  return { bpf: bpf.stacks, host: host.stacks };
+}
+
 Deno.test(
   tracingTest("copied stacks unwound on the host give the stacks BPF unwinding gives", async () => {
-    const bpf = await recordChain(StackCopyMode.Unknown);
-    const host = await recordChain(StackCopyMode.All);
-    const total = countWhere(host.stacks, () => true);
-    // Every sample of the workload was copied and unwound on the host.
-    assert.ok(host.hostUnwound >= total, `${host.hostUnwound} host-unwound of ${total} samples`);
-    const fromBpf = dominantPrefix(bpf.stacks, "BPF-unwound");
-    const fromHost = dominantPrefix(host.stacks, "host-unwound");
-    assert.equal(fromHost.prefix, fromBpf.prefix);
-    const frames = fromHost.prefix.split(";");
-    assert.deepEqual(frames.slice(-CHAIN.length), CHAIN);
-    // Rooted where the C runtime starts the program (glibc's CFI ends the stack at one of these).
-    assert.ok(["_start", "__libc_start_main", "__libc_start_call_main"].includes(frames[0]!), frames[0]);
-    assert.ok(fromBpf.share >= 0.95);
-    assert.ok(fromHost.share >= 0.95);
+    // tests/workloads/chain.c and chain.h: main calls a, a b, b c, which burns the CPU.
+    const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
+    await assertSameStacks(chain, ["main", "a", "b", "c"]);
+  }),
+);
+
+Deno.test(
+  tracingTest("copied stacks through libc's qsort unwind on the host as in BPF", async () => {
+    // tests/workloads/qsort_callback.c: main calls sort_rounds, which calls libc's qsort, whose merge sort
+    // (recursive, so of varying depth) calls compare. libc is loaded page by page, here by the host.
+    const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
+    const { bpf, host } = await assertSameStacks(qsort, ["main", "sort_rounds"]);
+    for (const [label, stacks] of [["BPF-unwound", bpf], ["host-unwound", host]] as const) {
+      const total = countWhere(stacks, () => true);
+      const through = countWhere(stacks, (stack) => {
+        const sortRounds = stack.frames.indexOf("sort_rounds");
+        const qsortFrame = stack.frames.findIndex((frame) => /qsort/.test(frame));
+        return sortRounds >= 0 && sortRounds < qsortFrame && qsortFrame < stack.frames.lastIndexOf("compare");
+      });
+      console.log(`${label}: ${through}/${total} samples reach compare through qsort`);
+      assert.ok(through / total >= 0.9);
+    }
   }),
 );
 

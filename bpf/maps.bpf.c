@@ -38,6 +38,9 @@ struct stack_delta_outer_23 exe_id_to_23_stack_deltas SEC(".maps");
 
 const volatile struct tracer_config tracer_config = {};
 
+// The kernel allocates per-CPU map values of at most 32 KiB (PCPU_MIN_UNIT_SIZE).
+_Static_assert(sizeof(struct trace) <= 32768, "the per-CPU trace scratch fits a per-CPU allocation");
+
 char LICENSE[] SEC("license") = "GPL";
 
 // Never read by the programs: it makes clang emit BTF for every type the host shares with them (enums
@@ -59,6 +62,9 @@ struct btf_export {
   enum unwind_fp_opcode unwind_fp_opcode;
   enum interpreter_constants interpreter_constants;
   enum kernel_name_limits kernel_name_limits;
+  enum trace_flag trace_flag;
+  enum stack_copy_mode stack_copy_mode;
+  struct copied_stack copied_stack;
   struct process_event process_event;
   struct unwind_info unwind_info;
   struct stack_delta stack_delta;

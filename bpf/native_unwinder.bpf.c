@@ -33,6 +33,10 @@
 // rsp lies below it by the saved slots and their alignment, never more than this.
 #define GO_CGO_NOSAVE_MAX_DISTANCE 128
 
+// Pages of the copied stack: the window is read in whole pages past rsp's where it cannot be read at once.
+#define COPIED_STACK_PAGES (COPIED_STACK_BYTES / PAGE_SIZE)
+_Static_assert(COPIED_STACK_BYTES % PAGE_SIZE == 0, "the stack copy is a whole number of pages");
+
 // Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
 // entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
 // two compares and other files cost nothing.
@@ -305,6 +309,65 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
   return STEP_CONTINUE;
 }
 
+// Copies the user registers and the stack from rsp up (COPIED_STACK_BYTES, or to where the stack ends)
+// behind the trace's kernel frames, for the host to unwind once it knows the process's files: a process
+// too young for the trie mostly runs code without frame pointers, which the frame-pointer walk cannot
+// follow. Ends the trace.
+static __always_inline int copy_stack(struct trace *trace, struct unwind_state *state)
+{
+  __u32 n = trace->num_frames;
+  if (n > MAX_KERNEL_FRAMES)
+    return stop(trace, UNWIND_STOP_TRUNCATED);
+  // Right behind the last frame: the record is sent as one run of bytes.
+  struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
+  __u64 sp = state->sp;
+  __u32 length = COPIED_STACK_BYTES;
+  __u32 skipped = 0;
+  __u8 last;
+  // The whole window when its last byte can be read (the stack is one mapping from rsp up) and then the
+  // whole of it; a failed read of the window costs its copy up to the fault, so it is tried only then.
+  if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + length - 1)) ||
+      bpf_probe_read_user(copy->data, length, (void *)sp)) {
+    // The stack ends within the window (a main thread's, a few KiB above main), or another mapping
+    // follows it there (the vdso may sit right above the stack): copy the pages past rsp's that follow
+    // each other, each found by reading its last byte.
+    __u32 head = PAGE_SIZE - (sp & (PAGE_SIZE - 1));
+    __u32 low = 0; // pages past rsp's page, all readable
+    for (int i = 1; i < COPIED_STACK_PAGES; i++) {
+      if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + head + i * PAGE_SIZE - 1)))
+        break;
+      low = i;
+    }
+    length = head + low * PAGE_SIZE;
+    if (length > COPIED_STACK_BYTES)
+      length = COPIED_STACK_BYTES;
+    barrier_var(length);
+    if (bpf_probe_read_user(copy->data, length, (void *)sp)) {
+      // rsp's own page is not in memory yet (a frame just made below what the stack ever used, or the
+      // page fault that brings it in): its callers' frames are above, from the next page on.
+      skipped = head;
+      length = low * PAGE_SIZE;
+      if (length > COPIED_STACK_BYTES)
+        length = COPIED_STACK_BYTES;
+      barrier_var(length);
+      if (length == 0 || bpf_probe_read_user(copy->data, length, (void *)(sp + skipped))) {
+        metric_increment(METRIC_STACK_COPY_FAILED);
+        length = 0;
+        skipped = 0;
+      }
+    }
+  }
+  copy->pc = state->pc;
+  copy->sp = sp;
+  copy->fp = state->fp;
+  copy->length = length;
+  copy->skipped = skipped;
+  trace->flags |= TRACE_FLAG_COPIED_STACK;
+  trace->num_labels = 0;
+  metric_increment(METRIC_STACKS_COPIED);
+  return stop(trace, UNWIND_STOP_STACK_COPIED);
+}
+
 // What one frame step asks of the program that runs it.
 enum frame_result {
   FRAME_NEXT = 0,        // the frame is recorded and pc/sp/fp hold the caller's registers
@@ -326,6 +389,10 @@ __noinline int unwind_frame(void)
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
   __u32 pid = trace->hdr.pid;
+
+  // Tests compare the host's unwinding of copies with this unwinder's: every stack is copied.
+  if (tracer_config.stack_copy == STACK_COPY_ALL && trace->num_frames == trace->kernel_frames)
+    return copy_stack(trace, state);
 
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
   int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
@@ -362,8 +429,6 @@ __noinline int unwind_frame(void)
       return stop(trace, UNWIND_STOP_TRUNCATED);
     return step_native(trace, state, file_id, vaddr);
   }
-  if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
-    return stop(trace, UNWIND_STOP_TRUNCATED);
   // No mapping holds pc: either the host has not read this process yet, or its mappings changed
   // (dlopen, JIT code). Asked once per trace, not per frame: a hash lookup on a cold line costs as much
   // as unwinding several frames.
@@ -374,8 +439,13 @@ __noinline int unwind_frame(void)
     } else {
       metric_increment(METRIC_PROCESS_UNKNOWN);
       report_process(EVENT_KIND_PROCESS_UNKNOWN, pid);
+      // At the leaf, the whole stack is the host's to unwind.
+      if (tracer_config.stack_copy != STACK_COPY_NEVER && trace->num_frames == trace->kernel_frames)
+        return copy_stack(trace, state);
     }
   }
+  if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+    return stop(trace, UNWIND_STOP_TRUNCATED);
   state->fp_frames++;
   return step_frame_pointer(trace, state);
 }

@@ -52,7 +52,17 @@ static __always_inline void trace_send(struct trace *trace)
     n = MAX_FRAMES;
   __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
   __u32 labels = trace->num_labels;
-  if (labels) {
+  if (trace->flags & TRACE_FLAG_COPIED_STACK) {
+    // Only kernel frames precede the copy (copy_stack).
+    if (n > MAX_KERNEL_FRAMES)
+      n = MAX_KERNEL_FRAMES;
+    struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
+    __u32 length = copy->length;
+    if (length > COPIED_STACK_BYTES)
+      length = COPIED_STACK_BYTES;
+    size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame) +
+           __builtin_offsetof(struct copied_stack, data) + length;
+  } else if (labels) {
     // Behind the last frame, where label_room leaves space for them whatever the number of frames.
     __u32 zero = 0;
     struct trace_labels *read = bpf_map_lookup_elem(&trace_labels, &zero);

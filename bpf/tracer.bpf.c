@@ -104,6 +104,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   trace->origin = TRACE_ORIGIN_SAMPLING;
   trace->stop_reason = UNWIND_STOP_NONE;
   trace->num_labels = 0;
+  trace->flags = 0;
   state->return_address = 0;
   state->tail_calls = 0;
   state->mapping_start = 0;

@@ -75,6 +75,25 @@ enum unwind_stop_reason {
   UNWIND_STOP_NO_UNWIND_INFO = 0x7,   // the stack delta tables have no rule for the address
   UNWIND_STOP_BAD_UNWIND_INFO = 0x8,  // a rule or table entry the unwinder cannot follow
   UNWIND_STOP_BAD_GO_STACK = 0x9,     // what Go saved at a switch of stacks does not lead to a goroutine's stack
+  // The process's mappings are not installed yet: the registers and the top of the stack are copied into
+  // the trace (struct copied_stack) for the host to unwind.
+  UNWIND_STOP_STACK_COPIED = 0xa,
+  // Host only: unwinding a copied stack needed a value outside the copy (the stack went deeper).
+  UNWIND_STOP_COPY_EXHAUSTED = 0xb,
+};
+
+// Bits of trace.flags.
+enum trace_flag {
+  TRACE_FLAG_NONE = 0x0,
+  // The record holds a struct copied_stack behind its frames (and no labels), and no user frames.
+  TRACE_FLAG_COPIED_STACK = 0x1,
+};
+
+// When the native unwinder copies the user stack for the host rather than walking it (tracer_config).
+enum stack_copy_mode {
+  STACK_COPY_NEVER = 0,   // frame pointers where the process's mappings are unknown
+  STACK_COPY_UNKNOWN = 1, // copy the stacks of processes whose mappings are not installed yet
+  STACK_COPY_ALL = 2,     // copy every user stack (tests: host and BPF unwinding compared)
 };
 
 // Counters kept in the per-CPU `metrics` array and reported by the host.
@@ -101,6 +120,8 @@ enum metric_id {
   METRIC_UNWIND_FILE_PENDING = 19,  // frames of files whose deltas were not loaded yet (frame pointers used)
   METRIC_UNWIND_GO_STACK_SWITCHES = 20, // crossings from a thread's system stack back to a goroutine's (cgo)
   METRIC_UNWIND_GO_STACK_BAD = 21,      // stopped: a Go stack switch whose saved values were not usable
+  METRIC_STACKS_COPIED = 22,            // user stacks copied into the trace for the host to unwind
+  METRIC_STACK_COPY_FAILED = 23,        // a stack to copy could not be read at all (sent without user frames)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -114,6 +135,11 @@ enum limits {
   COMM_LEN = 16,
   PID_FILTER_MAX_ENTRIES = 16384,
   STACK_WINDOW_BYTES = 256,      // user stack read at once by the native unwinder (a power of two)
+  // The most user stack copied for the host (from rsp up), a whole number of pages: see struct copied_stack.
+  // Measured as the bytes from rsp to the end of complete stacks, 16 KiB hold 98% of cc1's (a C compile at
+  // -O2; 8 KiB: 93%) and all of the shell's and coreutils'. struct trace, which has room for it, is a
+  // per-CPU map value: it must stay below the kernel's 32 KiB per-CPU allocation.
+  COPIED_STACK_BYTES = 16384,
 };
 
 // The OpenTelemetry eBPF profiler's stack-delta constants: deltas are grouped per 64 KiB page of a file; a
@@ -214,9 +240,21 @@ struct trace_labels {
   struct trace_label labels[MAX_TRACE_LABELS];
 };
 
+// The user registers and the top of the user stack at a sample, for the host to unwind: in the record of
+// a trace with TRACE_FLAG_COPIED_STACK, right behind its (kernel) frames, with `length` bytes of data.
+struct copied_stack {
+  __u64 pc;
+  __u64 sp;
+  __u64 fp;
+  __u32 length;        // bytes of the stack copied from sp + skipped on: the window, or less where it ends
+  __u32 skipped;       // bytes above sp not copied: 0, or to the end of sp's page when it could not be read
+  __u8 data[COPIED_STACK_BYTES];
+};
+
 // A sampled stack. The ring buffer record holds frames[0..num_frames) and right behind them num_labels
 // labels (struct trace_label); kernel frames first (leaf first), then user frames (leaf first). Labels
-// being part of the record, traces with different labels never count as the same stack.
+// being part of the record, traces with different labels never count as the same stack. A trace with
+// TRACE_FLAG_COPIED_STACK has only kernel frames and, behind them, a struct copied_stack instead.
 struct trace {
   struct event_header hdr;
   char comm[COMM_LEN];
@@ -225,10 +263,12 @@ struct trace {
   __u8 origin;         // enum trace_origin
   __u8 stop_reason;    // enum unwind_stop_reason
   __u8 num_labels;     // set by a runtime's program (trace_labels), at most MAX_TRACE_LABELS
-  __u8 pad;
+  __u8 flags;          // enum trace_flag bits
   struct frame frames[MAX_FRAMES];
   // Room for the labels behind the last frame the trace may have.
   struct trace_label label_room[MAX_TRACE_LABELS];
+  // Room for a copied stack behind the kernel frames (TRACE_FLAG_COPIED_STACK).
+  struct copied_stack copy_room;
 };
 
 // Process lifecycle: exec (re-read the mappings), exit (forget them), fork (inherit the parent's).
@@ -328,7 +368,8 @@ struct kernel_fields {
 struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
   __u8 sample_idle;    // also record samples of the idle task
-  __u8 pad[2];
+  __u8 stack_copy;     // enum stack_copy_mode
+  __u8 pad;
   __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
   struct kernel_fields kernel;
 };

@@ -36,6 +36,7 @@ const SPEC = {
     "interpreter_offsets",
     "trace_label",
     "kernel_name_batch",
+    "copied_stack",
   ],
   enums: [
     "frame_marker",
@@ -53,6 +54,8 @@ const SPEC = {
     "unwind_fp_opcode",
     "interpreter_constants",
     "kernel_name_limits",
+    "trace_flag",
+    "stack_copy_mode",
   ],
 };
 

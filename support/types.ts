@@ -10,9 +10,9 @@ export const eventHeaderLayout = {
   tid: { offset: 20, size: 4 }, // __u32
 } as const;
 
-/** Layout of C `struct trace` (6016 bytes). */
+/** Layout of C `struct trace` (22432 bytes). */
 export const traceLayout = {
-  sizeof: 6016,
+  sizeof: 22432,
   hdr: { offset: 0, size: 24 }, // struct event_header
   comm: { offset: 24, size: 16, count: 16, elementSize: 1 }, // char[16]
   num_frames: { offset: 40, size: 2 }, // __u16
@@ -20,9 +20,10 @@ export const traceLayout = {
   origin: { offset: 44, size: 1 }, // __u8
   stop_reason: { offset: 45, size: 1 }, // __u8
   num_labels: { offset: 46, size: 1 }, // __u8
-  pad: { offset: 47, size: 1 }, // __u8
+  flags: { offset: 47, size: 1 }, // __u8
   frames: { offset: 48, size: 4608, count: 192, elementSize: 24 }, // struct frame[192]
   label_room: { offset: 4656, size: 1360, count: 10, elementSize: 136 }, // struct trace_label[10]
+  copy_room: { offset: 6016, size: 16416 }, // struct copied_stack
 } as const;
 
 /** Layout of C `struct frame` (24 bytes). */
@@ -56,7 +57,8 @@ export const tracerConfigLayout = {
   sizeof: 36,
   filter_pids: { offset: 0, size: 1 }, // __u8
   sample_idle: { offset: 1, size: 1 }, // __u8
-  pad: { offset: 2, size: 2, count: 2, elementSize: 1 }, // __u8[2]
+  stack_copy: { offset: 2, size: 1 }, // __u8
+  pad: { offset: 3, size: 1 }, // __u8
   self_pid: { offset: 4, size: 4 }, // __u32
   kernel: { offset: 8, size: 28 }, // struct kernel_fields
 } as const;
@@ -150,6 +152,17 @@ export const kernelNameBatchLayout = {
   pad: { offset: 4, size: 4 }, // __u32
   addresses: { offset: 8, size: 512, count: 64, elementSize: 8 }, // __u64[64]
   names: { offset: 520, size: 8192, count: 64, elementSize: 128 }, // char[64][128]
+} as const;
+
+/** Layout of C `struct copied_stack` (16416 bytes). */
+export const copiedStackLayout = {
+  sizeof: 16416,
+  pc: { offset: 0, size: 8 }, // __u64
+  sp: { offset: 8, size: 8 }, // __u64
+  fp: { offset: 16, size: 8 }, // __u64
+  length: { offset: 24, size: 4 }, // __u32
+  skipped: { offset: 28, size: 4 }, // __u32
+  data: { offset: 32, size: 16384, count: 16384, elementSize: 1 }, // __u8[16384]
 } as const;
 
 /** Layout of C `struct go_proc_info` (16 bytes). */
@@ -249,6 +262,8 @@ export const UnwindStopReason = {
   NoUnwindInfo: 7,
   BadUnwindInfo: 8,
   BadGoStack: 9,
+  StackCopied: 10,
+  CopyExhausted: 11,
 } as const;
 /** One value of {@linkcode UnwindStopReason}. */
 export type UnwindStopReason = (typeof UnwindStopReason)[keyof typeof UnwindStopReason];
@@ -277,6 +292,8 @@ export const MetricId = {
   UnwindFilePending: 19,
   UnwindGoStackSwitches: 20,
   UnwindGoStackBad: 21,
+  StacksCopied: 22,
+  StackCopyFailed: 23,
   RuntimesFirst: 32,
   Count: 64,
 } as const;
@@ -291,6 +308,7 @@ export const Limits = {
   CommLen: 16,
   PidFilterMaxEntries: 16384,
   StackWindowBytes: 256,
+  CopiedStackBytes: 16384,
 } as const;
 /** One value of {@linkcode Limits}. */
 export type Limits = (typeof Limits)[keyof typeof Limits];
@@ -370,6 +388,23 @@ export const KernelNameLimits = {
 } as const;
 /** One value of {@linkcode KernelNameLimits}. */
 export type KernelNameLimits = (typeof KernelNameLimits)[keyof typeof KernelNameLimits];
+
+/** Values of C `enum trace_flag`. */
+export const TraceFlag = {
+  None: 0,
+  CopiedStack: 1,
+} as const;
+/** One value of {@linkcode TraceFlag}. */
+export type TraceFlag = (typeof TraceFlag)[keyof typeof TraceFlag];
+
+/** Values of C `enum stack_copy_mode`. */
+export const StackCopyMode = {
+  Never: 0,
+  Unknown: 1,
+  All: 2,
+} as const;
+/** One value of {@linkcode StackCopyMode}. */
+export type StackCopyMode = (typeof StackCopyMode)[keyof typeof StackCopyMode];
 
 /** Values of C `enum go_unwind_program`. */
 export const GoUnwindProgram = {
@@ -452,5 +487,5 @@ export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFram
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 440,
+  tracer_config: 16864,
 } as const;

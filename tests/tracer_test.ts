@@ -7,11 +7,16 @@ import { Tracer, type TracerOptions } from "../lib/record/tracer.ts";
 import { Recorder } from "../lib/record/recorder.ts";
 import type { Pid } from "../lib/types.ts";
 import { RUNTIMES } from "../lib/interpreter/runtimes.ts";
-import { EventKind, FrameMarker } from "../support/types.ts";
+import { EventKind, FrameMarker, Limits, StackCopyMode, TraceFlag } from "../support/types.ts";
 import {
+  COPY_DATA,
+  COPY_LENGTH,
+  COPY_PC,
+  COPY_SP,
   RECORD_KIND,
   RECORD_KTIME,
   RECORD_PID,
+  TRACE_FLAGS,
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
 } from "../lib/record/trace_format.ts";
@@ -29,11 +34,13 @@ interface Seen {
   frames: number;
   kernelMarkers: number;
   nativeMarkers: number;
+  /** A copied stack's registers and length, and the record's length past the copy's header. */
+  copy: { pc: number; sp: number; length: number; bytes: number } | null;
 }
 
 class Collector implements RecordSink {
   records: Seen[] = [];
-  onRecord(view: DataView, offset: number): void {
+  onRecord(view: DataView, offset: number, length: number): void {
     const kind = view.getUint32(offset + RECORD_KIND, true);
     const seen: Seen = {
       kind,
@@ -41,6 +48,7 @@ class Collector implements RecordSink {
       frames: 0,
       kernelMarkers: 0,
       nativeMarkers: 0,
+      copy: null,
     };
     if (kind === EventKind.Trace) {
       seen.frames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
@@ -50,6 +58,17 @@ class Collector implements RecordSink {
         );
         if (marker === FrameMarker.Kernel) seen.kernelMarkers++;
         if (marker === FrameMarker.Native) seen.nativeMarkers++;
+      }
+      if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
+        const at = offset + TRACE_FRAMES + seen.frames * frameLayout.sizeof;
+        const u64 = (field: number) =>
+          view.getUint32(at + field + 4, true) * 2 ** 32 + view.getUint32(at + field, true);
+        seen.copy = {
+          pc: u64(COPY_PC),
+          sp: u64(COPY_SP),
+          length: view.getUint32(at + COPY_LENGTH, true),
+          bytes: offset + length - (at + COPY_DATA),
+        };
       }
     }
     this.records.push(seen);
@@ -117,7 +136,12 @@ Deno.test(tracingTest("Tracer samples only the filtered process, through the tai
   const steal = new StealMeter();
   const workload = new SampledWorkload(chain, ["3"]);
   const other = new Deno.Command(chain, { args: ["3"], stdout: "null" }).spawn();
-  using tracer = workload.startTracer({ frequencyHz: 199, pids: [workload.child.pid as Pid] });
+  // No process manager installs the workload's mappings: without copies, BPF walks its frame pointers.
+  using tracer = workload.startTracer({
+    frequencyHz: 199,
+    pids: [workload.child.pid as Pid],
+    stackCopy: StackCopyMode.Never,
+  });
   const collector = await sampleWhile(tracer, () => Promise.all([workload.sampledCpu(), other.status]));
   const traces = collector.records.filter((record) => record.kind === EventKind.Trace);
   assertSampleCount(traces.length, await workload.sampledCpu(), 199, steal.fraction(), "filtered process");
@@ -136,6 +160,33 @@ Deno.test(tracingTest("Tracer samples only the filtered process, through the tai
   assert.ok(runtimeCounters.length > 0);
   for (const name of runtimeCounters) assert.equal(metrics[name], 0, name);
 }));
+
+Deno.test(
+  tracingTest("Tracer copies the registers and the stack of a process it has no mappings for", async () => {
+    const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
+    const steal = new StealMeter();
+    const workload = new SampledWorkload(chain, ["2"]);
+    // No process manager: the workload stays unknown to BPF, so each of its stacks is copied.
+    using tracer = workload.startTracer({ frequencyHz: 199, pids: [workload.child.pid as Pid] });
+    const collector = await sampleWhile(tracer, () => workload.sampledCpu());
+    const traces = collector.records.filter((record) => record.kind === EventKind.Trace);
+    assertSampleCount(traces.length, await workload.sampledCpu(), 199, steal.fraction(), "copied stacks");
+    for (const trace of traces) {
+      assert.ok(trace.copy !== null, "every trace holds a copy");
+      assert.equal(trace.nativeMarkers, 0, "and no user frames");
+      assert.ok(
+        trace.copy.length > 0 && trace.copy.length <= Limits.CopiedStackBytes,
+        `${trace.copy.length}`,
+      );
+      assert.equal(trace.copy.bytes, trace.copy.length, "the record ends with the copy");
+      assert.ok(trace.copy.pc > 0 && trace.copy.pc < 2 ** 47 && trace.copy.sp % 8 === 0);
+    }
+    const metrics = tracer.metrics();
+    assert.equal(metrics.StacksCopied, traces.length);
+    assert.equal(metrics.StackCopyFailed, 0);
+    assert.equal(metrics.UnwindFpFallback, 0, "no frame was walked by frame pointers");
+  }),
+);
 
 Deno.test(tracingTest("Tracer creates its large hash maps empty where the kernel allows it", () => {
   using tracer = Tracer.start({ frequencyHz: 99, paused: true });
@@ -167,7 +218,11 @@ Deno.test(tracingTest("Tracer records kernel frames of a process inside a system
   const syscalls = await buildWorkload("syscalls", ["-O2", "-fno-omit-frame-pointer"]);
   const steal = new StealMeter();
   const workload = new SampledWorkload(syscalls, ["2"]);
-  using tracer = workload.startTracer({ frequencyHz: 199, pids: [workload.child.pid as Pid] });
+  using tracer = workload.startTracer({
+    frequencyHz: 199,
+    pids: [workload.child.pid as Pid],
+    stackCopy: StackCopyMode.Never,
+  });
   const collector = await sampleWhile(tracer, () => workload.sampledCpu());
   const traces = collector.records.filter((record) => record.kind === EventKind.Trace);
   assertSampleCount(traces.length, await workload.sampledCpu(), 199, steal.fraction(), "syscalls");

@@ -37,13 +37,19 @@ import type { Runtime, RuntimeClaim } from "../interpreter/runtime.ts";
 import { type ClaimedFile, claimFile } from "../interpreter/runtime_claims.ts";
 import { type FileRefusal, FileRefusedError, formatIdentity } from "../sys/regular_file.ts";
 import type { FileId, Pid } from "../types.ts";
-import { type FileDeltas, StackDeltaLoader, type StackDeltaStats } from "../unwind/stack_delta_loader.ts";
+import {
+  type FileDeltas,
+  RuleLookup,
+  StackDeltaLoader,
+  type StackDeltaStats,
+} from "../unwind/stack_delta_loader.ts";
+import type { ResolvedRule } from "../unwind/stack_deltas.ts";
 import { UnwindProgram } from "../../support/types.ts";
 import { fileIdOf } from "./file_id.ts";
 import { FileHandles, type OpenedFile, type ProcessRootRead } from "./file_handles.ts";
-import { type MappedFile, unreadableFile } from "./mapped_file.ts";
+import { type MappedFile, type ResolvedMapping, unreadableFile } from "./mapped_file.ts";
 import { mappingIdentity } from "./mapped_file_opener.ts";
-import type { ProcMapping } from "./proc_maps.ts";
+import { mappingBias, type ProcMapping } from "./proc_maps.ts";
 
 const logger = getLogger(["omniprof", "process"]);
 
@@ -274,6 +280,35 @@ export class FileRegistry implements Disposable {
     const loaded = this.#byBpfId.get(bpfId)?.loaded;
     if (!loaded?.deltas) return;
     this.#deltaLoader!.need(loaded.deltas, address, loaded.program !== UnwindProgram.Native);
+  }
+
+  /**
+   * The ELF address of process address `address` in `mapping`, for unwinding it on the host; null when
+   * its file has no unwind state (anonymous memory, an unreadable file, no program headers): BPF follows
+   * frame pointers there. A file nobody maps any more is loaded again (and unloaded after its grace
+   * period).
+   */
+  elfAddress(mapping: ResolvedMapping, address: number): number | null {
+    const state = this.#stateOf(mapping.file);
+    if (state === null) return null;
+    if (state.loaded === null) {
+      this.acquire(mapping.file);
+      this.release(mapping.file);
+    }
+    const segments = state.segments ?? [];
+    if (segments.length === 0) return null;
+    const bias = mappingBias(mapping, segments);
+    return bias === null || bias < 0 ? null : address - bias;
+  }
+
+  /**
+   * The unwind rule at ELF address `lookup` of `file` (see {@linkcode elfAddress}), into `out`: from the
+   * deltas BPF holds, loaded now when BPF has not asked for them yet.
+   */
+  ruleAt(file: MappedFile, lookup: number, out: ResolvedRule): RuleLookup {
+    const loaded = this.#stateOf(file)?.loaded;
+    if (!loaded?.deltas) return RuleLookup.FramePointer;
+    return this.#deltaLoader!.ruleAt(loaded.deltas, lookup, loaded.program !== UnwindProgram.Native, out);
   }
 
   /** The file behind a BPF file id found in a trace. */

@@ -257,6 +257,19 @@ export class ProcessManager implements Disposable {
   }
 
   /**
+   * Resolves an address with the mappings as last read, never reading the process again (null when
+   * none holds it): for the callers found on a stack unwound on the host, where a garbage address must not
+   * spend the re-reads that the process's new code needs.
+   */
+  resolveAsRead(pid: Pid, address: Address): ResolvedAddress | null {
+    const state = this.#processes.get(pid);
+    const index = state === undefined ? -1 : findMapping(state.mappings, address);
+    if (index < 0) return null;
+    const mapping = state!.mappings[index]!;
+    return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
+  }
+
+  /**
    * Names an interpreter frame of `pid` through its runtime instances, or returns null when none of them
    * knows its kind (the process was not attached, or has exited).
    */

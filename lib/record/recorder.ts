@@ -30,6 +30,7 @@ import {
   type Symbolizers,
 } from "./profile_builder.ts";
 import { StackTable } from "./stack_table.ts";
+import type { CopiedStackStats } from "../unwind/copied_stack_unwinder.ts";
 import { Tracer, type TracerMetrics, type TracerOptions } from "./tracer.ts";
 import { RUNTIMES } from "../interpreter/runtimes.ts";
 import type { FileRefusal } from "../sys/regular_file.ts";
@@ -86,6 +87,11 @@ export interface UnwindStats {
   trieWrites: number;
   /** Total ms spent extracting and loading deltas. */
   loadMs: number;
+  /**
+   * Stacks BPF copied (their process was not known to it yet) and the host unwound: samples, frames, and
+   * why each stopped.
+   */
+  hostUnwound: CopiedStackStats;
 }
 
 /** Sampling plus host-side aggregation, running until stopped. */
@@ -262,6 +268,7 @@ export class Recorder {
       trieEntries,
       trieWrites,
       loadMs,
+      hostUnwound: structuredClone(this.#table.copiedStackStats),
     };
   }
 

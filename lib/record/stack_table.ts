@@ -18,13 +18,26 @@ import type { RecordSink } from "../bpf/ring_buffer.ts";
 import type { MappedFile } from "../process/mapped_file.ts";
 import type { ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
-import { EventKind, FrameFlag, FrameMarker } from "../../support/types.ts";
+import { EventKind, FrameFlag, FrameMarker, TraceFlag } from "../../support/types.ts";
+import {
+  type CopiedFrameSink,
+  type CopiedStack,
+  type CopiedStackFiles,
+  type CopiedStackStats,
+  CopiedStackUnwinder,
+} from "../unwind/copied_stack_unwinder.ts";
 import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interpreter.ts";
 import type { JitNames } from "../symbolize/jit_names.ts";
 import { frameKindOf } from "../profile/frame_kinds.ts";
 import type { SampleLabel } from "../profile/profile.ts";
 import {
   COMM_LENGTH,
+  COPY_DATA,
+  COPY_FP,
+  COPY_LENGTH,
+  COPY_PC,
+  COPY_SKIPPED,
+  COPY_SP,
   FRAME_ADDRESS,
   FRAME_FILE_ID,
   FRAME_FLAGS,
@@ -44,6 +57,7 @@ import {
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
+  TRACE_FLAGS,
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
   TRACE_NUM_LABELS,
@@ -84,6 +98,8 @@ export interface StackFrame {
   readonly symbol?: SymbolizedFrame;
   /** The JIT names (perf map and jitdump) of the process of a "jit" frame. */
   readonly jit?: JitNames;
+  /** Unwound on the host from a stack BPF copied (its process was not known to BPF yet). */
+  readonly hostUnwound?: boolean;
 }
 
 /** A distinct stack of one thread and how often it was sampled. */
@@ -97,6 +113,8 @@ export interface Stack {
   readonly stopReason: number;
   /** The labels the runtime gave the sampled code (Go's pprof labels); absent when none. */
   readonly labels?: readonly SampleLabel[];
+  /** The user frames were unwound on the host from a copy of the stack (see StackFrame.hostUnwound). */
+  readonly hostUnwound?: boolean;
   count: number;
 }
 
@@ -107,8 +125,11 @@ interface Entry {
   next: Entry | null;
 }
 
-/** What the table needs of the file registry: the files BPF frames refer to by id. */
-export interface TraceFiles {
+/**
+ * What the table needs of the file registry: the files BPF frames refer to by id, and the rules to
+ * unwind copied stacks with.
+ */
+export interface TraceFiles extends CopiedStackFiles {
   fileByBpfId(bpfId: number): MappedFile | undefined;
   /** The unwinder met code of file `bpfId` at ELF address `address` that it has no deltas for. */
   onFileNeeded(bpfId: number, address: number): void;
@@ -140,6 +161,24 @@ export class StackTable implements RecordSink {
   #interpreterStacks = new Map<string, Stack>();
   /** Raw traces with interpreter frames remembered in #buckets. */
   #interpreterEntries = 0;
+  /** Stacks unwound on the host from copies, by a hash of their frames (each copy's bytes differ). */
+  #copiedStacks = new Map<number, Stack[]>();
+  #copiedStackUnwinder: CopiedStackUnwinder;
+  /** The copy being unwound, reused for every one. */
+  #copy: CopiedStack = {
+    pc: 0,
+    sp: 0,
+    fp: 0,
+    view: new DataView(new ArrayBuffer(0)),
+    data: 0,
+    length: 0,
+    start: 0,
+  };
+  /** Where the host-unwound frames of the trace being decoded go, and the process's JIT names. */
+  #copiedFrames: StackFrame[] = [];
+  #copiedJit: JitNames | null | undefined;
+  #copiedPid = 0 as Pid;
+  readonly #copiedSink: CopiedFrameSink;
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
   /** Processes that exited in the current drain, forgotten at its end. */
@@ -157,6 +196,43 @@ export class StackTable implements RecordSink {
   constructor(processes: ProcessManager, files: TraceFiles) {
     this.#processes = processes;
     this.#files = files;
+    this.#copiedStackUnwinder = new CopiedStackUnwinder(processes, files);
+    this.#copiedSink = (address, returnAddress, resolved, signalTrampoline) => {
+      const kind = FrameMarker.Native;
+      if (resolved?.mapping.file.kind === "anonymous") {
+        this.#copiedJit ??= this.#processes.jitNamesOf(this.#copiedPid);
+        if (this.#copiedJit) {
+          this.#copiedFrames.push({
+            kind,
+            returnAddress,
+            addressKind: "jit",
+            address,
+            file: resolved.mapping.file,
+            jit: this.#copiedJit,
+            hostUnwound: true,
+          });
+          return;
+        }
+      }
+      this.#copiedFrames.push(
+        resolved
+          ? {
+            kind,
+            returnAddress,
+            addressKind: "offset",
+            address: resolved.fileOffset,
+            file: resolved.mapping.file,
+            signalTrampoline,
+            hostUnwound: true,
+          }
+          : { kind, returnAddress, addressKind: "absolute", address, file: null, hostUnwound: true },
+      );
+    };
+  }
+
+  /** Counters of the stacks BPF copied for the host to unwind. */
+  get copiedStackStats(): CopiedStackStats {
+    return this.#copiedStackUnwinder.stats;
   }
 
   /** Distinct stacks, in order of first appearance. */
@@ -214,15 +290,16 @@ export class StackTable implements RecordSink {
     if (this.#words === null || this.#words.buffer !== view.buffer) {
       this.#words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
     }
+    if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
+      this.#addCopiedTrace(view, offset, length);
+      return;
+    }
     const words = this.#words;
     const first = (offset + KEY_START) >>> 2;
     const count = (length - KEY_START) >>> 2;
     let hash = 0x811c9dc5;
     for (let i = 0; i < count; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
-    if (this.samples++ === 0) {
-      this.firstSampleKtimeNs = view.getUint32(offset + RECORD_KTIME + 4, true) * 0x100000000 +
-        view.getUint32(offset + RECORD_KTIME, true);
-    }
+    this.#countSample(view, offset);
     for (let entry = this.#buckets.get(hash) ?? null; entry !== null; entry = entry.next) {
       const stored = entry.words;
       if (stored.length !== count) continue;
@@ -263,6 +340,56 @@ export class StackTable implements RecordSink {
       next: this.#buckets.get(hash) ?? null,
     };
     this.#buckets.set(hash, entry);
+  }
+
+  #countSample(view: DataView, offset: number): void {
+    if (this.samples++ === 0) {
+      this.firstSampleKtimeNs = view.getUint32(offset + RECORD_KTIME + 4, true) * 0x100000000 +
+        view.getUint32(offset + RECORD_KTIME, true);
+    }
+  }
+
+  /**
+   * A trace whose user stack BPF copied: never the same bytes twice, so it is decoded (unwound) every
+   * time and merged into its stack by what it names.
+   */
+  #addCopiedTrace(view: DataView, offset: number, length: number): void {
+    this.#countSample(view, offset);
+    const stack = this.#decode(view, offset, length);
+    const hash = framesHash(stack);
+    const bucket = this.#copiedStacks.get(hash);
+    if (bucket === undefined) this.#copiedStacks.set(hash, [stack]);
+    else {
+      for (const known of bucket) {
+        if (sameStack(known, stack)) {
+          known.count++;
+          return;
+        }
+      }
+      bucket.push(stack);
+    }
+    this.#stacks.push(stack);
+  }
+
+  /**
+   * Unwinds the copied stack behind the kernel frames of the trace at `offset` (`numFrames` of them) into
+   * `frames`; returns the UnwindStopReason.
+   */
+  #unwindCopy(view: DataView, offset: number, length: number, pid: Pid, frames: StackFrame[]): number {
+    const at = offset + TRACE_FRAMES + view.getUint16(offset + TRACE_NUM_FRAMES, true) * FRAME_SIZE;
+    const copy = this.#copy;
+    copy.view = view;
+    copy.pc = readU64(view, at + COPY_PC);
+    copy.sp = readU64(view, at + COPY_SP);
+    copy.fp = readU64(view, at + COPY_FP);
+    copy.data = at + COPY_DATA;
+    copy.start = copy.sp + view.getUint32(at + COPY_SKIPPED, true);
+    // Never past the record, whatever the length field says.
+    copy.length = Math.max(0, Math.min(view.getUint32(at + COPY_LENGTH, true), offset + length - copy.data));
+    this.#copiedFrames = frames;
+    this.#copiedJit = undefined;
+    this.#copiedPid = pid;
+    return this.#copiedStackUnwinder.unwind(pid, copy, this.#copiedSink);
   }
 
   #decode(view: DataView, offset: number, length: number): Stack {
@@ -350,6 +477,11 @@ export class StackTable implements RecordSink {
         });
       }
     }
+    if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
+      const stopReason = this.#unwindCopy(view, offset, length, pid, frames);
+      const tid = view.getUint32(offset + RECORD_TID, true) as Tid;
+      return { pid, tid, comm, frames, stopReason, hostUnwound: true, count: 1 };
+    }
     const labels = decodeLabels(
       view,
       offset + TRACE_FRAMES + numFrames * FRAME_SIZE,
@@ -391,6 +523,40 @@ function decodeLabels(view: DataView, at: number, end: number, count: number): S
     });
   }
   return labels;
+}
+
+/** A hash of what a decoded stack's frames are (not their files: {@linkcode sameStack} compares those). */
+function framesHash(stack: Stack): number {
+  let hash = Math.imul(0x811c9dc5 ^ stack.tid, 0x01000193);
+  hash = Math.imul(hash ^ stack.stopReason, 0x01000193);
+  for (const frame of stack.frames) {
+    hash = Math.imul(hash ^ frame.address, 0x01000193);
+    hash = Math.imul(hash ^ Math.floor(frame.address / 0x100000000), 0x01000193);
+    hash = Math.imul(hash ^ (frame.kind << 8 | frame.addressKind.charCodeAt(0)), 0x01000193);
+  }
+  return hash;
+}
+
+/** Whether two decoded stacks (of copies) name the same frames, and were taken of the same thread. */
+function sameStack(a: Stack, b: Stack): boolean {
+  if (
+    a.pid !== b.pid || a.tid !== b.tid || a.comm !== b.comm || a.stopReason !== b.stopReason ||
+    a.hostUnwound !== b.hostUnwound || a.frames.length !== b.frames.length
+  ) return false;
+  for (let i = 0; i < a.frames.length; i++) {
+    const x = a.frames[i]!;
+    const y = b.frames[i]!;
+    if (
+      x.kind !== y.kind || x.addressKind !== y.addressKind || x.address !== y.address || x.file !== y.file ||
+      x.returnAddress !== y.returnAddress || x.signalTrampoline !== y.signalTrampoline || x.jit !== y.jit
+    ) return false;
+  }
+  return true;
+}
+
+/** The little-endian u64 at `at`; addresses stay below 2^53. */
+function readU64(view: DataView, at: number): number {
+  return view.getUint32(at + 4, true) * 0x100000000 + view.getUint32(at, true);
 }
 
 /** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { EventKind, FrameFlag, FrameMarker, PythonFrameMarker } from "../../support/types.ts";
+import {
+  EventKind,
+  FrameFlag,
+  FrameMarker,
+  PythonFrameMarker,
+  TraceFlag,
+  UnwindStopReason,
+} from "../../support/types.ts";
 import type { InterpreterFrame, SymbolizedFrame } from "../interpreter/interpreter.ts";
 import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
@@ -8,6 +15,11 @@ import { RegularFile } from "../sys/regular_file.ts";
 import type { Pid } from "../types.ts";
 import { StackTable } from "./stack_table.ts";
 import {
+  COPY_DATA,
+  COPY_FP,
+  COPY_LENGTH,
+  COPY_PC,
+  COPY_SP,
   FRAME_ADDRESS,
   FRAME_FILE_ID,
   FRAME_FLAGS,
@@ -23,6 +35,7 @@ import {
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
+  TRACE_FLAGS,
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
   TRACE_NUM_LABELS,
@@ -236,6 +249,70 @@ Deno.test("StackTable gives a frame in anonymous executable memory its process's
       "offset",
       0x10,
     ]);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+/**
+ * A trace whose user stack BPF copied: one kernel frame, then the copy of `words` (8 bytes each) taken at
+ * rsp `sp` with registers `pc` and `fp`.
+ */
+function copiedTrace(pid: number, pc: number, sp: number, fp: number, words: number[]): DataView {
+  const at = TRACE_FRAMES + FRAME_SIZE;
+  const view = new DataView(new ArrayBuffer(at + COPY_DATA + words.length * 8));
+  view.setUint32(RECORD_KIND, EventKind.Trace, true);
+  view.setUint32(RECORD_PID, pid, true);
+  view.setUint32(RECORD_TID, pid, true);
+  view.setUint16(TRACE_NUM_FRAMES, 1, true);
+  view.setUint8(TRACE_FLAGS, TraceFlag.CopiedStack);
+  view.setUint8(TRACE_FRAMES + FRAME_KIND, FrameMarker.Kernel);
+  view.setUint32(TRACE_FRAMES + FRAME_ADDRESS, 0x81000000, true);
+  view.setUint32(TRACE_FRAMES + FRAME_ADDRESS + 4, 0xffffffff, true);
+  view.setUint32(at + COPY_PC, pc, true);
+  view.setUint32(at + COPY_SP, sp % 2 ** 32, true);
+  view.setUint32(at + COPY_SP + 4, Math.floor(sp / 2 ** 32), true);
+  view.setUint32(at + COPY_FP, fp % 2 ** 32, true);
+  view.setUint32(at + COPY_FP + 4, Math.floor(fp / 2 ** 32), true);
+  view.setUint32(at + COPY_LENGTH, words.length * 8, true);
+  words.forEach((word, i) => {
+    view.setUint32(at + COPY_DATA + i * 8, word % 2 ** 32, true);
+    view.setUint32(at + COPY_DATA + i * 8 + 4, Math.floor(word / 2 ** 32), true);
+  });
+  return view;
+}
+
+Deno.test("StackTable unwinds a copied stack on the host, marks its frames and merges equal stacks", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    Deno.mkdirSync(`${root}/500`);
+    Deno.writeTextFileSync(`${root}/500/maps`, "10000-11000 r-xp 00000000 00:00 0 \n");
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root });
+    const table = new StackTable(processes, files);
+    // Anonymous memory has no tables: the host follows rbp, as BPF would. rbp = sp + 8 -> [saved rbp 0,
+    // return address 0x10500]; then rbp is 0: the end of the stack.
+    const sp = 0x7ffd00000000;
+    for (const junk of [1, 2]) feed(table, copiedTrace(500, 0x10010, sp, sp + 8, [junk, 0, 0x10500]));
+    const stacks = table.stacks();
+    assert.equal(stacks.length, 1, "two copies of one stack are one stack");
+    const [stack] = stacks;
+    assert.equal(stack!.count, 2);
+    assert.equal(stack!.hostUnwound, true);
+    assert.deepEqual(
+      stack!.frames.map((
+        frame,
+      ) => [frame.addressKind, frame.address, frame.returnAddress, frame.hostUnwound]),
+      [["kernel", 0x81000000, false, undefined], ["offset", 0x10, false, true], [
+        "offset",
+        0x500,
+        true,
+        true,
+      ]],
+    );
+    assert.equal(stack!.stopReason, UnwindStopReason.EndOfStack);
+    assert.equal(table.samples, 2);
+    assert.deepEqual(table.copiedStackStats, { samples: 2, frames: 4, stops: { EndOfStack: 2 } });
   } finally {
     Deno.removeSync(root, { recursive: true });
   }

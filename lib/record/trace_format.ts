@@ -5,6 +5,7 @@
  * @module
  */
 import {
+  copiedStackLayout,
   eventHeaderLayout,
   frameLayout,
   processEventLayout,
@@ -40,3 +41,11 @@ export const PROCESS_EVENT_PARENT = processEventLayout.parent_pid.offset;
 export const PROCESS_EVENT_COMM = processEventLayout.comm.offset;
 export const PROCESS_EVENT_FILE_ID = processEventLayout.file_id.offset;
 export const PROCESS_EVENT_ADDRESS = processEventLayout.address.offset;
+export const TRACE_FLAGS = traceLayout.flags.offset;
+/** Offsets within the struct copied_stack behind the frames of a trace with TraceFlag.CopiedStack. */
+export const COPY_PC = copiedStackLayout.pc.offset;
+export const COPY_SP = copiedStackLayout.sp.offset;
+export const COPY_FP = copiedStackLayout.fp.offset;
+export const COPY_LENGTH = copiedStackLayout.length.offset;
+export const COPY_SKIPPED = copiedStackLayout.skipped.offset;
+export const COPY_DATA = copiedStackLayout.data.offset;

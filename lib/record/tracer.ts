@@ -32,10 +32,14 @@ import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
 import { bpfObjectBytes } from "../../support/bpf_object.ts";
 import {
+  copiedStackLayout,
+  frameLayout,
+  Limits,
   MetricId,
   PidFilterFlag,
   pidFilterValueLayout,
   rodataOffsets,
+  StackCopyMode,
   traceLayout,
   tracerConfigLayout,
 } from "../../support/types.ts";
@@ -61,6 +65,11 @@ export interface TracerOptions {
   /** Ring buffer size in bytes (a power of two, at least a page). */
   ringBufferBytes?: number;
   /**
+   * Which user stacks BPF copies into the trace for the host to unwind: by default those of processes
+   * whose mappings are not installed yet; StackCopyMode.All for tests that compare both unwinders.
+   */
+  stackCopy?: StackCopyMode;
+  /**
    * Load and watch processes, but do not sample until {@linkcode Tracer.startSampling}: the caller
    * prepares unwind tables first, so that the first samples unwind completely.
    */
@@ -82,12 +91,21 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
 /**
+ * The largest trace record: every frame and every label, or the kernel frames and a whole stack copy (a
+ * process BPF did not know yet).
+ */
+const MAX_TRACE_RECORD = Math.max(
+  traceLayout.copy_room.offset,
+  traceLayout.frames.offset + Limits.MaxKernelFrames * frameLayout.sizeof + copiedStackLayout.sizeof,
+);
+
+/**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
  * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
  * twice and count fully towards the profiler's memory.
  */
 function ringBufferBytes(cpus: number, frequencyHz: number): number {
-  const worst = cpus * frequencyHz * traceLayout.sizeof * 0.25;
+  const worst = cpus * frequencyHz * MAX_TRACE_RECORD * 0.25;
   let bytes = 256 << 10;
   while (bytes < worst && bytes < 16 << 20) bytes *= 2;
   return bytes;
@@ -147,6 +165,7 @@ export class Tracer {
       const config = rodataOffsets.tracer_config;
       rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
       rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
+      rodata[config + tracerConfigLayout.stack_copy.offset] = options.stackCopy ?? StackCopyMode.Unknown;
       // Sampling itself would cost the most exactly when the profiler is busiest (symbolizing).
       new DataView(rodata.buffer, rodata.byteOffset).setUint32(
         config + tracerConfigLayout.self_pid.offset,

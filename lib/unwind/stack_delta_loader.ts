@@ -27,7 +27,14 @@ import { ElfFile, type LoadSegment } from "../elf/elf_file.ts";
 import type { MappedFile } from "../process/mapped_file.ts";
 import { StackDeltaConstants } from "../../support/types.ts";
 import { StackDeltaMaps } from "./stack_delta_maps.ts";
-import { buildStackDeltas, deltasOfPage, framePointerDeltas, type StackDeltaFile } from "./stack_deltas.ts";
+import {
+  buildStackDeltas,
+  deltasOfPage,
+  findDeltaRow,
+  framePointerDeltas,
+  type ResolvedRule,
+  type StackDeltaFile,
+} from "./stack_deltas.ts";
 import { CfaRule, indexUnwindTable, type UnwindTable, type UnwindTableIndex } from "./unwind_table.ts";
 import { type GoUnwindRules, goUnwindRules, withGoRules } from "./go_unwind_rules.ts";
 
@@ -75,6 +82,20 @@ interface ByPage {
   /** A Go binary's own rows, laid over each page's CFI. */
   readonly go: GoUnwindRules | null;
 }
+
+/** What the host found for an address of a file (the BPF unwinder's outcomes of find_rule). */
+export const RuleLookup = {
+  /** The rule is in the `out` argument. */
+  Found: 0,
+  /** The file has no tables for the address: its frame is unwound by frame pointer, as BPF would. */
+  FramePointer: 1,
+  /** The file's tables are loaded and have no rule for the address: unwinding stops there. */
+  NoInfo: 2,
+  /** The row names a rule that does not exist. */
+  Bad: 3,
+} as const;
+/** One value of {@linkcode RuleLookup}. */
+export type RuleLookup = (typeof RuleLookup)[keyof typeof RuleLookup];
 
 /** Where one file's deltas are in BPF: not yet, whole, or some of its pages. */
 export interface FileDeltas {
@@ -134,6 +155,26 @@ export class StackDeltaLoader {
     if (byPage.pages.size < BY_PAGE_MAX_PAGES) {
       this.#loadPage(file, byPage, Math.floor(address / PAGE_SIZE));
     } else this.#loadWhole(file, byPage);
+  }
+
+  /**
+   * The rule for ELF address `lookup` of the file, from the very deltas BPF holds: for unwinding on the
+   * host (a copied stack). What is not loaded yet is loaded now, into BPF too, as if BPF had asked for it.
+   */
+  ruleAt(file: FileDeltas, lookup: number, whole: boolean, out: ResolvedRule): RuleLookup {
+    if (!file.tablesDone || (file.byPage && !file.byPage.pages.has(Math.floor(lookup / PAGE_SIZE)))) {
+      this.need(file, lookup, whole);
+    }
+    let deltas = file.whole;
+    if (deltas === null) {
+      const page = file.byPage?.pages.get(Math.floor(lookup / PAGE_SIZE));
+      // A page that failed to load, or a file whose tables failed: BPF follows frame pointers there.
+      if (!page) return file.marked && !file.byPage ? RuleLookup.NoInfo : RuleLookup.FramePointer;
+      deltas = page.deltas;
+    }
+    const row = findDeltaRow(deltas, lookup);
+    if (row < 0) return RuleLookup.NoInfo;
+    return this.#maps.resolveRule(deltas, row, lookup, out) ? RuleLookup.Found : RuleLookup.Bad;
   }
 
   /** Loads the whole file now, before its code runs (a program the user named). */

@@ -20,10 +20,11 @@ import {
   stackDeltaLayout,
   stackDeltaPageInfoLayout,
   stackDeltaPageKeyLayout,
+  UnwindFpOpcode,
   unwindInfoLayout,
 } from "../../support/types.ts";
 import { BPF_MAPS, type BpfMapName, isBpfMapName } from "../../support/bpf_catalogue.ts";
-import { type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
+import { type ResolvedRule, type StackDeltaFile, UnwindInfoRegistry } from "./stack_deltas.ts";
 
 /** The stack-delta maps of one loaded BPF object. */
 export class StackDeltaMaps {
@@ -31,6 +32,7 @@ export class StackDeltaMaps {
   #object: BpfObject;
   /** The rule array as the map holds it; rules [#flushed, #registered) are not in the map yet. */
   #rules: Uint8Array;
+  #rulesView: DataView;
   #rulesFd: number;
   #flushed = 0;
   #registered = 0;
@@ -43,6 +45,7 @@ export class StackDeltaMaps {
     this.#rulesFd = rules.fd;
     this.#rules = new Uint8Array(rules.maxEntries * RULE_ELEMENT_SIZE);
     const view = new DataView(this.#rules.buffer);
+    this.#rulesView = view;
     // Rules get consecutive indexes as they are first seen.
     this.registry = new UnwindInfoRegistry(
       rules.maxEntries,
@@ -134,6 +137,35 @@ export class StackDeltaMaps {
       deltas.pages.length * (stackDeltaPageKeyLayout.sizeof + stackDeltaPageInfoLayout.sizeof);
   }
 
+  /**
+   * Makes row `row` of `file` ready to apply at ELF address `vaddr`, as the BPF unwinder does
+   * (bpf/stack_deltas.bpf.h, resolve_rule): its rule read from the rule array as BPF holds it, and a merged
+   * push or pop applied. False when the row names a rule the array does not hold.
+   */
+  resolveRule(file: StackDeltaFile, row: number, vaddr: number, out: ResolvedRule): boolean {
+    const addrLow = file.deltas[2 * row]!;
+    const unwindInfo = file.deltas[2 * row + 1]!;
+    out.unwindInfo = unwindInfo;
+    out.cfaOpcode = 0;
+    out.cfaParam = 0;
+    out.fpOpcode = UnwindFpOpcode.Unchanged;
+    out.fpParam = 0;
+    if (unwindInfo & StackDeltaConstants.DeltaCommandFlag) return true;
+    if (unwindInfo >= this.#flushed) return false;
+    const at = unwindInfo * RULE_ELEMENT_SIZE;
+    const view = this.#rulesView;
+    let param = view.getInt32(at + unwindInfoLayout.param.offset, true);
+    const merge = view.getUint8(at + unwindInfoLayout.merge_opcode.offset);
+    if (merge && vaddr % PAGE_SIZE >= addrLow + (merge & ~StackDeltaConstants.MergeOpcodeNegative)) {
+      param += merge & StackDeltaConstants.MergeOpcodeNegative ? -8 : 8;
+    }
+    out.cfaOpcode = view.getUint8(at + unwindInfoLayout.opcode.offset);
+    out.cfaParam = param;
+    out.fpOpcode = view.getUint8(at + unwindInfoLayout.fp_opcode.offset);
+    out.fpParam = view.getInt32(at + unwindInfoLayout.fp_param.offset, true);
+    return true;
+  }
+
   /** Removes deltas loaded with {@linkcode load} (their rules stay in the shared array). */
   unload(fileId: number, deltas: StackDeltaFile, rowsId = fileId): void {
     const pages = this.#object.map("stack_delta_page_to_info");
@@ -153,6 +185,7 @@ export class StackDeltaMaps {
 /** The kernel rounds array elements up to 8 bytes. */
 const ARRAY_ELEMENT_SIZE = Math.ceil(stackDeltaLayout.sizeof / 8) * 8;
 const RULE_ELEMENT_SIZE = Math.ceil(unwindInfoLayout.sizeof / 8) * 8;
+const PAGE_SIZE = 2 ** StackDeltaConstants.StackDeltaPageBits;
 
 /** A hash of maps that holds the row arrays of one bucket. */
 export type BucketMapName = Extract<BpfMapName, `exe_id_to_${number}_stack_deltas`>;

@@ -262,3 +262,50 @@ export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistr
     droppedRules,
   };
 }
+
+/**
+ * The row of `file` in force at ELF address `vaddr`: the last one of its page at or before the address,
+ * as the BPF unwinder's search (bpf/stack_deltas.bpf.h, search_unwind_info) finds it. Returns the row's
+ * index, or -1 when the file has no rows for the page (or, in a corrupt table, none before the address).
+ */
+export function findDeltaRow(file: StackDeltaFile, vaddr: number): number {
+  const page = Math.floor(vaddr / PAGE_SIZE);
+  const pages = file.pages;
+  let low = 0;
+  let high = pages.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (pages[middle]! < page) low = middle + 1;
+    else high = middle;
+  }
+  if (low >= pages.length || pages[low] !== page || file.pageCount[low] === 0) return -1;
+  const target = vaddr - page * PAGE_SIZE;
+  let row = file.pageFirst[low]!;
+  let end = row + file.pageCount[low]!;
+  while (row + 1 < end) {
+    const middle = (row + end) >>> 1;
+    if (file.deltas[2 * middle]! <= target) row = middle;
+    else end = middle;
+  }
+  return file.deltas[2 * row]! <= target ? row : -1;
+}
+
+/**
+ * A row's rule made ready for one address, as the BPF unwinder's struct resolved_rule: written in place
+ * by the host's lookups so that unwinding a frame allocates nothing.
+ */
+export interface ResolvedRule {
+  /** The row's unwind_info: a command (with DELTA_COMMAND_FLAG) or an index into the rule array. */
+  unwindInfo: number;
+  /** An UnwindOpcode (0 for a command). */
+  cfaOpcode: number;
+  cfaParam: number;
+  /** An UnwindFpOpcode. */
+  fpOpcode: number;
+  fpParam: number;
+}
+
+/** A rule with nothing in it, to be filled by a lookup. */
+export function emptyRule(): ResolvedRule {
+  return { unwindInfo: 0, cfaOpcode: 0, cfaParam: 0, fpOpcode: 0, fpParam: 0 };
+}

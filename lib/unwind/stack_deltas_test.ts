@@ -4,6 +4,7 @@ import { StackDeltaConstants, UnwindCommand, UnwindFpOpcode, UnwindOpcode } from
 import {
   buildStackDeltas,
   deltasOfPage,
+  findDeltaRow,
   framePointerDeltas,
   type StackDeltaFile,
   UnwindInfoRegistry,
@@ -113,6 +114,12 @@ function checkEveryAddress(table: UnwindTable, from: number, to: number) {
   for (let address = from; address < to; address++) {
     const want = expected(table, address);
     const got = lookup(deltas, store, address);
+    // The host's search (for copied stacks) finds the row the BPF search finds.
+    const row = findDeltaRow(deltas, address);
+    if (got === null) assert.equal(row, -1, `address 0x${address.toString(16)}`);
+    else if (got.command !== undefined) {
+      assert.equal(deltas.deltas[2 * row + 1], StackDeltaConstants.DeltaCommandFlag | got.command);
+    } else assert.equal(store[deltas.deltas[2 * row + 1]!]!.opcode, got.opcode);
     // An Invalid rule and a missing page both stop the unwinder: the same outcome.
     if (want && "command" in want && want.command === UnwindCommand.Invalid && got === null) continue;
     assert.deepEqual(got, want, `address 0x${address.toString(16)}`);
@@ -170,6 +177,12 @@ Deno.test("buildStackDeltas() of a real libc matches its unwind table at every a
   for (let address = first; address < last; address += 3) {
     const want = expected(table, address);
     const got = lookup(deltas, store, address);
+    // The host's search (for copied stacks) finds the row the BPF search finds.
+    const row = findDeltaRow(deltas, address);
+    if (got === null) assert.equal(row, -1, `address 0x${address.toString(16)}`);
+    else if (got.command !== undefined) {
+      assert.equal(deltas.deltas[2 * row + 1], StackDeltaConstants.DeltaCommandFlag | got.command);
+    } else assert.equal(store[deltas.deltas[2 * row + 1]!]!.opcode, got.opcode);
     if (want && "command" in want && want.command === UnwindCommand.Invalid && got === null) continue;
     assert.deepEqual(got, want, `libc 0x${address.toString(16)}`);
     checked++;

@@ -1,0 +1,192 @@
+// Stacks that BPF copies for the host to unwind (a process whose mappings it does not know yet): the host
+// must unwind them as BPF would have, and short-lived processes must get complete stacks from them.
+// Needs root and BTF.
+import assert from "node:assert/strict";
+import {
+  buildWorkload,
+  countWhere,
+  type FoldedStack,
+  hasChain,
+  parseFolded,
+  runCli,
+  tempDir,
+  tracingTest,
+} from "./helpers.ts";
+import { Recorder } from "../lib/record/recorder.ts";
+import { ElfFile } from "../lib/elf/elf_file.ts";
+import { findElfSymbols } from "../lib/interpreter/elf_symbols.ts";
+import { delay } from "../lib/sys/timer.ts";
+import type { Pid } from "../lib/types.ts";
+import { StackCopyMode } from "../support/types.ts";
+
+/** The C runtime's frames a stack may start with (glibc's CFI ends the stack at one of these). */
+const ROOTS = ["_start", "__libc_start_main", "__libc_start_call_main"];
+
+/**
+ * Records `program` (a workload of tests/workloads, told to burn CPU for 30 s) for 5 s with BPF's stack
+ * copying set to `mode`; returns its stacks (root first) and how many samples the host unwound from copies.
+ */
+async function recordWorkload(
+  program: string,
+  mode: StackCopyMode,
+): Promise<{ stacks: FoldedStack[]; hostUnwound: number }> {
+  const workload = new Deno.Command(program, { args: ["30"], stdout: "null" }).spawn();
+  try {
+    using recorder = Recorder.start({ frequencyHz: 99, pids: [workload.pid as Pid], stackCopy: mode });
+    await delay(5000);
+    const profile = recorder.takeProfile();
+    const stacks = profile.samples.filter((sample) => sample.pid === workload.pid).map((sample) => ({
+      comm: sample.comm,
+      frames: sample.locations.map((index) => profile.locations[index]!.functionName).reverse(),
+      count: sample.count,
+    }));
+    return { stacks, hostUnwound: recorder.unwindStats().hostUnwound.samples };
+  } finally {
+    workload.kill();
+    await workload.status;
+  }
+}
+
+/** The frames from the root down to `chain` (consecutive frames), or null when the chain is not there. */
+function throughChain(stack: FoldedStack, chain: string[]): string | null {
+  if (!hasChain(stack.frames, chain)) return null;
+  const end = stack.frames.lastIndexOf(chain[chain.length - 1]!);
+  return stack.frames.slice(0, end + 1).join(";");
+}
+
+/** The most common root-to-`chain` prefix of `stacks` and its share of their samples. */
+function dominantPrefix(stacks: FoldedStack[], chain: string[], label: string) {
+  const counts = new Map<string, number>();
+  for (const stack of stacks) {
+    const prefix = throughChain(stack, chain) ?? "(chain missing)";
+    counts.set(prefix, (counts.get(prefix) ?? 0) + stack.count);
+  }
+  const total = countWhere(stacks, () => true);
+  assert.ok(total >= 100, `${label}: too few samples (${total})`);
+  const [prefix, count] = [...counts].sort((a, b) => b[1] - a[1])[0]!;
+  console.log(`${label}: ${count}/${total} samples are ${prefix}`);
+  return { prefix, share: count / total };
+}
+
+/**
+ * Records `program` with BPF unwinding, then with every stack copied and unwound on the host, and checks
+ * that both give the same frames from the root to `chain` (functions of the workload's source) in at least
+ * 95% of samples. Returns both recordings' stacks.
+ */
+async function assertSameStacks(program: string, chain: string[]) {
+  const bpf = await recordWorkload(program, StackCopyMode.Unknown);
+  const host = await recordWorkload(program, StackCopyMode.All);
+  const total = countWhere(host.stacks, () => true);
+  // Every sample of the workload was copied and unwound on the host.
+  assert.ok(host.hostUnwound >= total, `${host.hostUnwound} host-unwound of ${total} samples`);
+  const fromBpf = dominantPrefix(bpf.stacks, chain, "BPF-unwound");
+  const fromHost = dominantPrefix(host.stacks, chain, "host-unwound");
+  assert.equal(fromHost.prefix, fromBpf.prefix);
+  const frames = fromHost.prefix.split(";");
+  assert.deepEqual(frames.slice(-chain.length), chain);
+  assert.ok(ROOTS.includes(frames[0]!), frames[0]);
+  assert.ok(fromBpf.share >= 0.95);
+  assert.ok(fromHost.share >= 0.95);
+  return { bpf: bpf.stacks, host: host.stacks };
+}
+
+Deno.test(
+  tracingTest("copied stacks unwound on the host give the stacks BPF unwinding gives", async () => {
+    // tests/workloads/chain.c and chain.h: main calls a, a b, b c, which burns the CPU.
+    const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
+    await assertSameStacks(chain, ["main", "a", "b", "c"]);
+  }),
+);
+
+Deno.test(
+  tracingTest("copied stacks through libc's qsort unwind on the host as in BPF", async () => {
+    // tests/workloads/qsort_callback.c: main calls sort_rounds, which calls libc's qsort, whose merge sort
+    // (recursive, so of varying depth) calls compare. libc is loaded page by page, here by the host.
+    const qsort = await buildWorkload("qsort_callback", ["-O2", "-fomit-frame-pointer"]);
+    const { bpf, host } = await assertSameStacks(qsort, ["main", "sort_rounds"]);
+    for (const [label, stacks] of [["BPF-unwound", bpf], ["host-unwound", host]] as const) {
+      const total = countWhere(stacks, () => true);
+      const through = countWhere(stacks, (stack) => {
+        const sortRounds = stack.frames.indexOf("sort_rounds");
+        const qsortFrame = stack.frames.findIndex((frame) => /qsort/.test(frame));
+        return sortRounds >= 0 && sortRounds < qsortFrame && qsortFrame < stack.frames.lastIndexOf("compare");
+      });
+      console.log(`${label}: ${through}/${total} samples reach compare through qsort`);
+      assert.ok(through / total >= 0.9);
+    }
+  }),
+);
+
+/**
+ * How the functions `names` of the ELF file `symbolsFrom` show in the folded output of its stripped twin
+ * `stripped` (same code, no symbols): `[file+0xOFFSET]`; `_start` is the entry point.
+ */
+function strippedNames(symbolsFrom: string, stripped: string, names: string[]): Map<string, string> {
+  using elf = ElfFile.fromBytes(Deno.readFileSync(symbolsFrom), symbolsFrom);
+  const symbols = findElfSymbols(elf, names);
+  const base = stripped.slice(stripped.lastIndexOf("/") + 1);
+  const shown = new Map<string, string>();
+  for (const name of names) {
+    const address = name === "_start" ? elf.entry : symbols.get(name)!.value;
+    const segment = elf.loadSegments.find((s) => address >= s.vaddr && address < s.vaddr + s.memsz)!;
+    shown.set(name, `[${base}+0x${(address - segment.vaddr + segment.offset).toString(16)}]`);
+  }
+  return shown;
+}
+
+/**
+ * Share of the samples of 200 runs of tests/workloads/short_lived.c (stripped, no frame pointers) that
+ * must be complete. Measured with 2 CPUs at 99 Hz: 93-94% while unknown processes fell back to frame
+ * pointers, 98% since their stacks are copied.
+ */
+const SHORT_LIVED_COMPLETE = 0.95;
+
+Deno.test(
+  tracingTest(
+    `a stripped short-lived program without frame pointers, run 200 times, is complete in ${
+      SHORT_LIVED_COMPLETE * 100
+    }% of samples`,
+    async () => {
+      const flags = ["-O2", "-fomit-frame-pointer"];
+      const program = await buildWorkload("short_lived", [...flags, "-s"], "-stripped");
+      const names = strippedNames(await buildWorkload("short_lived", flags, "-nofp"), program, [
+        "_start",
+        "main",
+      ]);
+      const comm = "short_lived-str"; // cut to the kernel's 15 characters
+      const dir = tempDir();
+      try {
+        const script = `for i in $(seq 200); do ${program} 20; done`;
+        const result = await runCli([
+          "record",
+          "-o",
+          `${dir}/out.folded`,
+          "--stats",
+          `${dir}/stats.json`,
+          "--",
+          "sh",
+          "-c",
+          script,
+        ]);
+        assert.equal(result.code, 0, result.stderr);
+        const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`)).filter((s) => s.comm === comm);
+        const total = countWhere(stacks, () => true);
+        assert.ok(total >= 100, `too few samples (${total})`);
+        // Complete: rooted at the C runtime's start and through main; or, while the dynamic loader runs
+        // before main, rooted at its _start.
+        const roots = [names.get("_start")!, "__libc_start_main", "__libc_start_call_main"];
+        const complete = countWhere(
+          stacks,
+          (s) =>
+            (roots.includes(s.frames[0]!) && s.frames.includes(names.get("main")!)) ||
+            s.frames[0] === "_start",
+        );
+        const host = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`)).unwinding.hostUnwound;
+        console.log(`short-lived stripped: ${complete}/${total} samples complete; host-unwound`, host);
+        assert.ok(complete / total >= SHORT_LIVED_COMPLETE, `${complete}/${total}`);
+      } finally {
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  ),
+);

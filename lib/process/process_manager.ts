@@ -139,6 +139,11 @@ interface ProcessState {
    */
   priorMappings: ResolvedMapping[];
   priorExecNs: number;
+  /**
+   * When the kernel mapped the vdso for the last exec, near the end of the exec call (only the new
+   * program's stack is set up after it), or -1 before: until then the user registers are the old program's.
+   */
+  execEndNs: number;
   /** CLOCK_MONOTONIC ns when the state was made: records stamped before it may be of an earlier process. */
   createdNs: number;
   /**
@@ -272,6 +277,7 @@ export class ProcessManager implements Disposable {
     state.gone = false;
     state.startTicks = null;
     state.execNs = timeNs;
+    state.execEndNs = -1;
     state.epoch = this.#lossEpoch;
     this.#changed.add(pid);
   }
@@ -337,6 +343,7 @@ export class ProcessManager implements Disposable {
     }
     next.push(resolved);
     next.sort((a, b) => a.start - b.start);
+    if (state.execEndNs < 0 && mapping.path === "[vdso]") state.execEndNs = event.timeNs;
     // A new array: a forked child may share the old one.
     state.mappings = next;
     state.inherited = false;
@@ -459,9 +466,12 @@ export class ProcessManager implements Disposable {
       return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
     }
     let index = findMapping(state.mappings, address);
-    if (index < 0 && takenAtNs >= state.execNs && state.execNs >= 0) {
+    if (
+      index < 0 && state.execNs >= 0 && takenAtNs >= state.execNs &&
+      (state.execEndNs < 0 || takenAtNs <= state.execEndNs)
+    ) {
       // The records tell of every mapping before code runs in it: an address in none of them, in a sample
-      // after the exec, is where the old program called exec.
+      // taken in the exec call, is where the old program called exec.
       const before = findMapping(state.priorMappings, address);
       if (before >= 0) {
         this.stats.resolvedBeforeExec++;
@@ -555,6 +565,7 @@ export class ProcessManager implements Disposable {
       execNs: -1,
       priorMappings: [],
       priorExecNs: -1,
+      execEndNs: -1,
       createdNs: monotonicNs(),
       pending: false,
       epoch: this.#lossEpoch,
@@ -603,6 +614,7 @@ export class ProcessManager implements Disposable {
       execNs: previous?.execNs ?? -1,
       priorMappings: previous?.priorMappings ?? [],
       priorExecNs: previous?.priorExecNs ?? -1,
+      execEndNs: previous?.execEndNs ?? -1,
     });
     this.#processes.set(pid, state);
     if (!gone) this.#install(pid, state);

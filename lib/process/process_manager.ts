@@ -140,10 +140,13 @@ interface ProcessState {
   priorMappings: ResolvedMapping[];
   priorExecNs: number;
   /**
-   * When the kernel mapped the vdso for the last exec, near the end of the exec call (only the new
-   * program's stack is set up after it), or -1 before: until then the user registers are the old program's.
+   * When the last exec call had surely returned, or -1 before: the time of the first mapping recorded
+   * after the vdso's (the kernel maps the vdso last in the exec call; the next mapping is the new program's
+   * own). Until then the user registers of a sample may be the old program's.
    */
   execEndNs: number;
+  /** The vdso of the last exec is mapped (see execEndNs). */
+  vdsoMapped: boolean;
   /** CLOCK_MONOTONIC ns when the state was made: records stamped before it may be of an earlier process. */
   createdNs: number;
   /**
@@ -278,6 +281,7 @@ export class ProcessManager implements Disposable {
     state.startTicks = null;
     state.execNs = timeNs;
     state.execEndNs = -1;
+    state.vdsoMapped = false;
     state.epoch = this.#lossEpoch;
     this.#changed.add(pid);
   }
@@ -343,7 +347,10 @@ export class ProcessManager implements Disposable {
     }
     next.push(resolved);
     next.sort((a, b) => a.start - b.start);
-    if (state.execEndNs < 0 && mapping.path === "[vdso]") state.execEndNs = event.timeNs;
+    if (state.execEndNs < 0) {
+      if (state.vdsoMapped) state.execEndNs = event.timeNs;
+      else if (mapping.path === "[vdso]") state.vdsoMapped = true;
+    }
     // A new array: a forked child may share the old one.
     state.mappings = next;
     state.inherited = false;
@@ -468,7 +475,7 @@ export class ProcessManager implements Disposable {
     let index = findMapping(state.mappings, address);
     if (
       index < 0 && state.execNs >= 0 && takenAtNs >= state.execNs &&
-      (state.execEndNs < 0 || takenAtNs <= state.execEndNs)
+      (state.execEndNs < 0 || takenAtNs < state.execEndNs)
     ) {
       // The records tell of every mapping before code runs in it: an address in none of them, in a sample
       // taken in the exec call, is where the old program called exec.
@@ -566,6 +573,7 @@ export class ProcessManager implements Disposable {
       priorMappings: [],
       priorExecNs: -1,
       execEndNs: -1,
+      vdsoMapped: false,
       createdNs: monotonicNs(),
       pending: false,
       epoch: this.#lossEpoch,
@@ -615,6 +623,7 @@ export class ProcessManager implements Disposable {
       priorMappings: previous?.priorMappings ?? [],
       priorExecNs: previous?.priorExecNs ?? -1,
       execEndNs: previous?.execEndNs ?? -1,
+      vdsoMapped: previous?.vdsoMapped ?? false,
     });
     this.#processes.set(pid, state);
     if (!gone) this.#install(pid, state);

@@ -85,17 +85,20 @@ Deno.test("a sample taken before an exec resolves against the program before it"
     processes.onMappingRecord(anonymous(20, 0x10000, 110));
     processes.onExecRecord(20 as Pid, 500);
     processes.onMappingRecord(anonymous(20, 0x70000, 510));
-    // The kernel maps the vdso near the end of the exec call.
+    // The kernel maps the vdso near the end of the exec call; the loader, started, maps a library.
     processes.onMappingRecord({ ...anonymous(20, 0x90000, 520), path: "[vdso]" });
+    processes.onMappingRecord(anonymous(20, 0xa0000, 650));
     // Taken at 300 (old program), at 600 (new program), at 505 in the exec call (user registers still the
-    // old program's), and at 50, before the old program itself: nothing left to resolve it against.
+    // old program's: the exec call ends after the vdso is mapped, before the loader maps anything), and
+    // at 50, before the old program itself: nothing left to resolve it against.
     assert.equal(processes.resolve(20 as Pid, 0x10004 as Address, 300)?.fileOffset, 4);
     assert.equal(processes.resolve(20 as Pid, 0x70004 as Address, 600)?.fileOffset, 4);
     assert.equal(processes.resolve(20 as Pid, 0x10008 as Address, 505)?.fileOffset, 8);
+    assert.equal(processes.resolve(20 as Pid, 0x1000c as Address, 530)?.fileOffset, 0xc);
     assert.equal(processes.resolve(20 as Pid, 0x10004 as Address, 50), null);
     // After the exec call, an address of the old program is no longer one.
     assert.equal(processes.resolve(20 as Pid, 0x10004 as Address, 700), null);
-    assert.equal(processes.stats.resolvedBeforeExec, 2);
+    assert.equal(processes.stats.resolvedBeforeExec, 3);
     assert.equal(processes.stats.resolvedAcrossExec, 1);
   });
 });
@@ -139,6 +142,7 @@ Deno.test("a forked child has its parent's mappings until it execs", () => {
     processes.onExecRecord(41 as Pid, 300);
     processes.onMappingRecord(anonymous(41, 0x50000, 310));
     processes.onMappingRecord({ ...anonymous(41, 0x90000, 320), path: "[vdso]" });
+    processes.onMappingRecord(anonymous(41, 0xa0000, 330));
     assert.equal(processes.resolve(41 as Pid, 0x10004 as Address, 400), null);
     assert.equal(
       processes.resolve(40 as Pid, 0x10004 as Address, 400)?.fileOffset,

@@ -178,9 +178,12 @@ export class StackTable implements RecordSink, MappingEventSink {
       case EventKind.Trace:
         this.#addTrace(view, offset, length);
         break;
-      case EventKind.ProcessExec:
-        this.#processes.onExec(view.getUint32(offset + RECORD_PID, true) as Pid);
+      case EventKind.ProcessExec: {
+        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+        // With the kernel's records, a process whose exit is already known needs nothing in BPF.
+        if (!this.#exited.has(pid)) this.#processes.onExec(pid);
         break;
+      }
       case EventKind.ProcessFork: {
         if (this.#processes.kernelRecords) break;
         const child = view.getUint32(offset + RECORD_PID, true) as Pid;
@@ -188,9 +191,11 @@ export class StackTable implements RecordSink, MappingEventSink {
         this.#processes.onFork(view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid, child);
         break;
       }
-      case EventKind.ProcessUnknown:
-        this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
+      case EventKind.ProcessUnknown: {
+        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+        if (!this.#exited.has(pid)) this.#processes.onUnknown(pid);
         break;
+      }
       case EventKind.FileNeeded:
         this.#files.onFileNeeded(
           view.getUint32(offset + PROCESS_EVENT_FILE_ID, true),

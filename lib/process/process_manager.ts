@@ -272,7 +272,7 @@ export class ProcessManager implements Disposable {
       state = this.#newState({});
       this.#processes.set(pid, state);
     }
-    state.priorMappings = state.pending ? [] : state.mappings;
+    state.priorMappings = state.mappings;
     state.priorExecNs = state.execNs;
     state.mappings = [];
     state.inherited = false;

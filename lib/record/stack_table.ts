@@ -231,7 +231,7 @@ export class StackTable implements RecordSink, MappingEventSink {
     this.#processes.onForkRecord(pid, parentPid, timeNs);
   }
 
-  onExit(pid: Pid): void {
+  onExit(pid: Pid, _timeNs: number): void {
     // Its samples taken before are still to be drained: forget it at the end of the drain.
     this.#exited.add(pid);
   }

@@ -252,8 +252,11 @@ export class MappingEvents implements Disposable {
 
   /** Unmaps the rings and closes the events (no more records are kept). Safe to call twice. */
   close(): void {
-    for (const ring of this.#rings) ring.close();
-    for (const fd of this.#fds) libc().fn.close(fd);
+    // Each ring with its descriptor: a process never holds more than one of them without the other.
+    this.#rings.forEach((ring, i) => {
+      ring.close();
+      libc().fn.close(this.#fds[i]!);
+    });
     this.#rings = [];
     this.#fds = [];
   }

@@ -142,11 +142,12 @@ interface ProcessState {
   /**
    * When the last exec call had surely returned, or -1 before: the time of the first mapping recorded
    * after the vdso's (the kernel maps the vdso last in the exec call; the next mapping is the new program's
-   * own). Until then the user registers of a sample may be the old program's.
+   * own), or of a sample in the new program after the vdso was mapped (a static program maps nothing).
+   * Until then the user registers of a sample may be the old program's.
    */
   execEndNs: number;
-  /** The vdso of the last exec is mapped (see execEndNs). */
-  vdsoMapped: boolean;
+  /** When the vdso of the last exec was mapped, or -1 (see execEndNs). */
+  vdsoNs: number;
   /** CLOCK_MONOTONIC ns when the state was made: records stamped before it may be of an earlier process. */
   createdNs: number;
   /**
@@ -281,7 +282,7 @@ export class ProcessManager implements Disposable {
     state.startTicks = null;
     state.execNs = timeNs;
     state.execEndNs = -1;
-    state.vdsoMapped = false;
+    state.vdsoNs = -1;
     state.epoch = this.#lossEpoch;
     this.#changed.add(pid);
   }
@@ -348,8 +349,8 @@ export class ProcessManager implements Disposable {
     next.push(resolved);
     next.sort((a, b) => a.start - b.start);
     if (state.execEndNs < 0) {
-      if (state.vdsoMapped) state.execEndNs = event.timeNs;
-      else if (mapping.path === "[vdso]") state.vdsoMapped = true;
+      if (state.vdsoNs >= 0) state.execEndNs = event.timeNs;
+      else if (mapping.path === "[vdso]") state.vdsoNs = event.timeNs;
     }
     // A new array: a forked child may share the old one.
     state.mappings = next;
@@ -473,6 +474,10 @@ export class ProcessManager implements Disposable {
       return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
     }
     let index = findMapping(state.mappings, address);
+    if (index >= 0 && state.execEndNs < 0 && state.vdsoNs >= 0 && takenAtNs > state.vdsoNs) {
+      // The new program ran: its exec call had returned.
+      state.execEndNs = takenAtNs;
+    }
     if (
       index < 0 && state.execNs >= 0 && takenAtNs >= state.execNs &&
       (state.execEndNs < 0 || takenAtNs < state.execEndNs)
@@ -573,7 +578,7 @@ export class ProcessManager implements Disposable {
       priorMappings: [],
       priorExecNs: -1,
       execEndNs: -1,
-      vdsoMapped: false,
+      vdsoNs: -1,
       createdNs: monotonicNs(),
       pending: false,
       epoch: this.#lossEpoch,
@@ -623,7 +628,7 @@ export class ProcessManager implements Disposable {
       priorMappings: previous?.priorMappings ?? [],
       priorExecNs: previous?.priorExecNs ?? -1,
       execEndNs: previous?.execEndNs ?? -1,
-      vdsoMapped: previous?.vdsoMapped ?? false,
+      vdsoNs: previous?.vdsoNs ?? -1,
     });
     this.#processes.set(pid, state);
     if (!gone) this.#install(pid, state);

@@ -133,6 +133,20 @@ Deno.test("records install the trie for processes BPF met, and not for those who
   });
 });
 
+Deno.test("the exec call of a program that maps nothing after the vdso ends when the program is sampled", () => {
+  withRecords({}, (processes) => {
+    processes.onExecRecord(21 as Pid, 100);
+    processes.onMappingRecord(anonymous(21, 0x10000, 110));
+    processes.onExecRecord(21 as Pid, 500);
+    // A static program: its own code, then the vdso, and nothing more.
+    processes.onMappingRecord(anonymous(21, 0x70000, 510));
+    processes.onMappingRecord({ ...anonymous(21, 0x90000, 520), path: "[vdso]" });
+    assert.equal(processes.resolve(21 as Pid, 0x10004 as Address, 600)?.fileOffset, 4, "still in exec");
+    assert.equal(processes.resolve(21 as Pid, 0x70004 as Address, 700)?.fileOffset, 4);
+    assert.equal(processes.resolve(21 as Pid, 0x10004 as Address, 800), null, "the program ran at 700");
+  });
+});
+
 Deno.test("a forked child has its parent's mappings until it execs", () => {
   withRecords({}, (processes) => {
     processes.onExecRecord(40 as Pid, 100);

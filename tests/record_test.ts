@@ -218,6 +218,60 @@ Deno.test(
   }),
 );
 
+Deno.test(
+  tracingTest("short-lived processes of a stripped binary have their leaves named from it", async () => {
+    const shortLived = await buildWorkload("short_lived", FP_FLAGS);
+    const dir = tempDir();
+    try {
+      // Without symbols, its functions are named by their start (from its unwind entries); nm of the
+      // unstripped binary says where each starts.
+      const stripped = `${dir}/stripped_sl`;
+      const strip = await new Deno.Command("strip", { args: ["--strip-all", "-o", stripped, shortLived] })
+        .output();
+      assert.ok(strip.success, new TextDecoder().decode(strip.stderr));
+      const nm = await new Deno.Command("nm", { args: [shortLived] }).output();
+      const starts = new Map<string, string>();
+      for (const m of new TextDecoder().decode(nm.stdout).matchAll(/^0*([0-9a-f]+) [tT] (\w+)$/gm)) {
+        starts.set(m[2]!, m[1]!);
+      }
+      assert.ok(starts.has("short_lived_work"), "nm names short_lived_work");
+      const names = new Set([...starts.values()].map((start) => `[stripped_sl+0x${start}]`));
+      const work = `[stripped_sl+0x${starts.get("short_lived_work")}]`;
+      // 1,000 processes of 2 ms of CPU each, started one after another by a shell: most have exited
+      // before the host handles anything of them.
+      const script = `for i in $(seq 1000); do ${stripped} 2; done`;
+      const steal = new StealMeter();
+      const output = `${dir}/out.folded`;
+      const result = await runCli(["record", "-F", "499", "-o", output, "--", "sh", "-c", script]);
+      assert.equal(result.code, 0, result.stderr);
+      const stacks = parseFolded(Deno.readTextFileSync(output)).filter((s) => s.comm === "stripped_sl");
+      const reports = [...result.stdout.matchAll(/^cpu_seconds=([\d.]+)$/gm)].map((m) => Number(m[1]));
+      assert.equal(reports.length, 1000, "every process ran");
+      const cpu = reports.reduce((sum, seconds) => sum + seconds, 0);
+      const total = countWhere(stacks, () => true);
+      assertSampleCount(total, cpu, 499, steal.fraction(), "stripped short-lived");
+      // Every user leaf in the binary is named after the start of the function it is in.
+      const leaves = stacks.map((stack) => stack.frames.findLast((frame) => !frame.endsWith("_[k]")) ?? "");
+      const inBinary = leaves.filter((leaf) => leaf.startsWith("[stripped_sl"));
+      const others = new Set(inBinary.filter((leaf) => !names.has(leaf)));
+      const unnamed = stacks.filter((_, i) => /^(\[unknown\]|0x)/.test(leaves[i]!) || leaves[i] === "");
+      const named = total - countWhere(unnamed, () => true);
+      const inWork = countWhere(stacks, (stack) => stack.frames.includes(work));
+      console.log(
+        `stripped short-lived: ${named}/${total} samples with a named leaf, ${inWork} in ${work}; ` +
+          `other names of the binary's leaves: ${[...others].join(" ") || "none"}`,
+      );
+      assert.ok(inBinary.length > 0, "leaves in the binary");
+      assert.deepEqual([...others], []);
+      assert.ok(named / total >= 0.95, `${named}/${total}`);
+      // Most of their CPU time is in it, the rest in starting (the loader) and exiting.
+      assert.ok(inWork / total >= 0.5, `${inWork}/${total}`);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);
+
 Deno.test(tracingTest("record stops on SIGINT and still writes the profile", async () => {
   const dir = tempDir();
   // Something to record, whose samples the profile must hold however quiet the machine is.

@@ -77,9 +77,19 @@ function childrenCpuSeconds(pid: number): number | null {
   }
 }
 
-/** How many perf events process `pid` holds open. */
+/**
+ * How many sampling perf events process `pid` holds open: its perf events but those whose ring it maps
+ * (the records of processes' mappings, open for the whole recording, not only while it samples).
+ */
 function perfEvents(pid: number): number {
   let count = 0;
+  try {
+    for (const line of Deno.readTextFileSync(`/proc/${pid}/maps`).split("\n")) {
+      if (line.endsWith(" anon_inode:[perf_event]")) count--;
+    }
+  } catch {
+    // the recorder has exited
+  }
   try {
     for (const entry of Deno.readDirSync(`/proc/${pid}/fd`)) {
       try {

@@ -28,7 +28,8 @@ const EPOLLET = 0x80000000;
 const EPOLL_EVENT_SIZE = 12;
 const RING_TAG = 1;
 const INTERRUPT_TAG = 2;
-const MAX_EVENTS = 2;
+/** Ready descriptors taken per wait: the ring buffer, the eventfd and a perf event per CPU. */
+const MAX_EVENTS = 16;
 
 /** Waits for wake-ups of one ring buffer. */
 export class RingBufferWaiter {
@@ -60,6 +61,15 @@ export class RingBufferWaiter {
       fn.close(this.#epollFd);
       throw error;
     }
+  }
+
+  /**
+   * Also wakes the waiter when `fd` becomes readable (edge-triggered, like the ring buffer): a perf
+   * event's descriptor, readable once its ring holds its wake-up watermark of records. The fd stays the
+   * caller's, open for as long as the waiter is.
+   */
+  watch(fd: number): void {
+    this.#add(fd, EPOLLIN | EPOLLET, RING_TAG, "watch a perf event");
   }
 
   /**

@@ -75,3 +75,19 @@ Deno.test("wait() refuses a second wait while one is pending", async () => {
     libc().fn.close(fd);
   }
 });
+
+Deno.test("a watched descriptor wakes the waiter too", async () => {
+  const ring = eventFd();
+  const other = eventFd();
+  try {
+    using waiter = new RingBufferWaiter(ring);
+    waiter.watch(other);
+    assert.equal(await waiter.wait(20), false);
+    const waiting = waiter.wait(10_000);
+    signal(other);
+    assert.equal(await waiting, true);
+  } finally {
+    libc().fn.close(ring);
+    libc().fn.close(other);
+  }
+});

@@ -73,6 +73,7 @@ const PERF_SAMPLE_TIME = 1 << 2;
 const FLAG_MMAP = 1 << 8;
 const FLAG_COMM = 1 << 9;
 const FLAG_TASK = 1 << 13;
+const FLAG_WATERMARK = 1 << 14;
 const FLAG_SAMPLE_ID_ALL = 1 << 18;
 const FLAG_MMAP2 = 1 << 23;
 const FLAG_COMM_EXEC = 1 << 24;
@@ -81,6 +82,8 @@ const FLAG_USE_CLOCKID = 1 << 25;
 const HIGH_FLAG_BUILD_ID = 1 << 2;
 const ATTR_SIZE = 112;
 const ATTR_FLAGS = 40;
+/** `wakeup_watermark` (with the watermark flag): bytes in the ring that make its descriptor readable. */
+const ATTR_WAKEUP = 48;
 const ATTR_CLOCKID = 92;
 const EPERM = 1;
 const ENOENT = 2;
@@ -112,6 +115,12 @@ export interface MappingEventsOptions {
   buildIds?: boolean;
   /** The CPUs to watch. Default: every online CPU. */
   cpus?: readonly number[];
+  /**
+   * Bytes of records in one CPU's ring that make its descriptor ({@linkcode MappingEvents.descriptors})
+   * readable, so that a reader waiting on them drains before the ring fills. Default a quarter of the
+   * ring: a wake-up per several hundred process starts, never one per record.
+   */
+  wakeupBytes?: number;
 }
 
 /** The kernel's records of process starts, exits and executable mappings, on every CPU. */
@@ -161,16 +170,17 @@ export class MappingEvents implements Disposable {
       );
     }
     const cpus = [...(options.cpus ?? onlineCpus())];
+    const wakeupBytes = Math.max(1, Math.min(ringBytes - pageSize, options.wakeupBytes ?? ringBytes / 4));
     const openedAt = monotonicNs();
     let buildIds = options.buildIds ?? true;
     const fds: number[] = [];
     const rings: PerfRing[] = [];
     try {
       for (const cpu of cpus) {
-        let fd = openSystemWideEvent(dummyEventAttr(buildIds), cpu);
+        let fd = openSystemWideEvent(dummyEventAttr(buildIds, wakeupBytes), cpu);
         if (fd === -EINVAL && buildIds) {
           buildIds = false;
-          fd = openSystemWideEvent(dummyEventAttr(false), cpu);
+          fd = openSystemWideEvent(dummyEventAttr(false, wakeupBytes), cpu);
         }
         if (fd < 0) throw openError(cpu, -fd);
         fds.push(fd);
@@ -182,6 +192,14 @@ export class MappingEvents implements Disposable {
       throw error;
     }
     return new MappingEvents(cpus, buildIds, ringBytes, openedAt, fds, rings);
+  }
+
+  /**
+   * The events' descriptors, one per CPU: each polls readable (EPOLLIN) once its ring holds the wake-up
+   * watermark of records. They stay this object's: watch them, never close them.
+   */
+  get descriptors(): readonly number[] {
+    return this.#fds;
   }
 
   /** Records and bytes read, records the kernel dropped for want of space, malformed records skipped. */
@@ -234,8 +252,11 @@ export class MappingEvents implements Disposable {
 
   /** Unmaps the rings and closes the events (no more records are kept). Safe to call twice. */
   close(): void {
-    for (const ring of this.#rings) ring.close();
-    for (const fd of this.#fds) libc().fn.close(fd);
+    // Each ring with its descriptor: a process never holds more than one of them without the other.
+    this.#rings.forEach((ring, i) => {
+      ring.close();
+      libc().fn.close(this.#fds[i]!);
+    });
     this.#rings = [];
     this.#fds = [];
   }
@@ -246,7 +267,7 @@ export class MappingEvents implements Disposable {
 }
 
 /** The `struct perf_event_attr` of the dummy event the module describes. */
-function dummyEventAttr(buildIds: boolean): Uint8Array<ArrayBuffer> {
+function dummyEventAttr(buildIds: boolean, wakeupBytes: number): Uint8Array<ArrayBuffer> {
   const attr = new Uint8Array(ATTR_SIZE);
   const view = new DataView(attr.buffer);
   view.setUint32(0, PERF_TYPE_SOFTWARE, true);
@@ -255,11 +276,13 @@ function dummyEventAttr(buildIds: boolean): Uint8Array<ArrayBuffer> {
   view.setUint32(24, PERF_SAMPLE_TID | PERF_SAMPLE_TIME, true);
   view.setUint32(
     ATTR_FLAGS,
-    FLAG_MMAP | FLAG_COMM | FLAG_TASK | FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_COMM_EXEC | FLAG_USE_CLOCKID,
+    FLAG_MMAP | FLAG_COMM | FLAG_TASK | FLAG_WATERMARK | FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_COMM_EXEC |
+      FLAG_USE_CLOCKID,
     true,
   );
   view.setUint32(ATTR_FLAGS + 4, buildIds ? HIGH_FLAG_BUILD_ID : 0, true);
-  // No wakeup settings: the reader polls the rings and never waits on the descriptors.
+  // Wake a waiting reader by bytes, not per record: a storm of process starts writes thousands a second.
+  view.setUint32(ATTR_WAKEUP, wakeupBytes, true);
   view.setInt32(ATTR_CLOCKID, CLOCK_MONOTONIC, true);
   return attr;
 }

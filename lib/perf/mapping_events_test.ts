@@ -397,3 +397,28 @@ Deno.test("MappingEvents.open() refuses a ring that is not a power-of-two number
     );
   }
 });
+
+Deno.test(
+  kernelTest("a ring holding its wake-up watermark of records makes its descriptor readable", async () => {
+    // One page of records: a few process starts write more. Each CPU's descriptor is watched.
+    using events = MappingEvents.open({ ringBytes: 64 << 10, wakeupBytes: 4096 });
+    const epoll = libc().fn.epoll_create1(0);
+    assert.ok(epoll >= 0, "epoll_create1");
+    try {
+      const event = new Uint8Array(12);
+      new DataView(event.buffer).setUint32(0, 1, /* EPOLLIN */ true);
+      for (const fd of events.descriptors) assert.equal(libc().fn.epoll_ctl(epoll, 1, fd, event), 0);
+      const ready = new Uint8Array(12 * events.descriptors.length);
+      // About 600 bytes of records per start of /bin/true: a few starts cross the watermark of a CPU.
+      let readable = 0;
+      for (let i = 0; i < 40 && readable === 0; i++) {
+        for (let j = 0; j < 10; j++) await run("/bin/true");
+        readable = await libc().fn.epoll_wait(epoll, ready, events.descriptors.length, 0);
+      }
+      assert.ok(readable > 0, "no descriptor became readable after 400 process starts");
+      assert.ok(events.drain(new CollectingSink()) > 0);
+    } finally {
+      libc().fn.close(epoll);
+    }
+  }),
+);

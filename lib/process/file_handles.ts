@@ -2,7 +2,10 @@
  * Keeps the session's mapped files readable whatever happens to their paths: each file is opened once,
  * through the process that maps it ({@linkcode openMappedFile}: the very file of the mapping, or nothing),
  * and its handle kept open while the limit of open files allows (else it is opened again, the same way,
- * when needed). The root of each process that shows a new file is kept too, when it is not the host's, so
+ * when needed). A process that has exited by then (its mappings came from the kernel's records) leaves
+ * one way: its file's path on the host, opened only if it is the very file the mapping named (device
+ * and inode), never another file of that name (a container's `/usr/bin/x` is not the host's). The root
+ * of each process that shows a new file is kept too, when it is not the host's, so
  * that a container's debug files are found inside the container even after its processes exited. The
  * vdso, which no path names, is copied into an in-memory file.
  *
@@ -21,10 +24,16 @@
  */
 import { getLogger } from "../log/logger.ts";
 import { cString, libc, raiseOpenFileLimit } from "../sys/libc.ts";
-import { formatIdentity, openPathDescriptor, RegularFile, sameIdentity } from "../sys/regular_file.ts";
+import {
+  FileRefusedError,
+  formatIdentity,
+  openPathDescriptor,
+  RegularFile,
+  sameIdentity,
+} from "../sys/regular_file.ts";
 import { RootDirectory } from "../sys/root_directory.ts";
 import type { Pid } from "../types.ts";
-import { openMappedFile } from "./mapped_file_opener.ts";
+import { mappingIdentity, openMappedFile } from "./mapped_file_opener.ts";
 import { type ProcMapping, readProcMaps } from "./proc_maps.ts";
 
 const logger = getLogger(["omniprof", "process"]);
@@ -103,13 +112,42 @@ export class FileHandles implements Disposable {
   openMapping(read: ProcessRootRead, mapping: ProcMapping): OpenedFile {
     const procRoot = this.#procRoot;
     const directory = this.#openRoot(read);
-    const handle = openMappedFile(
-      read.pid,
-      mapping,
-      directory === null ? { procRoot } : { procRoot, root: directory },
-    );
+    let handle: RegularFile;
+    try {
+      handle = openMappedFile(
+        read.pid,
+        mapping,
+        directory === null ? { procRoot } : { procRoot, root: directory },
+      );
+    } catch (error) {
+      // No root: the process has exited.
+      if (!(error instanceof FileRefusedError) || directory !== null) throw error;
+      return this.#openGone(read.pid, mapping);
+    }
     // Over the limit of open files, it is opened again, from the process, each time it is needed.
     return { handle, reopen: () => openMappedFile(read.pid, mapping, { procRoot }), root: read.kept };
+  }
+
+  /**
+   * The file of `mapping` of a process that has exited: its path on the host, if that is the file the
+   * mapping named (checked by device and inode, the last part of the path not a link).
+   */
+  #openGone(pid: Pid, mapping: ProcMapping): OpenedFile {
+    const expect = mappingIdentity(mapping);
+    if (expect === null || !mapping.path.startsWith("/")) {
+      throw new FileRefusedError(mapping.path, "not-regular", "the mapping is not of a file");
+    }
+    const open = () => RegularFile.open(mapping.path, { expect, noFollow: true });
+    try {
+      return { handle: open(), reopen: open, root: null };
+    } catch (error) {
+      if (!(error instanceof FileRefusedError)) throw error;
+      throw new FileRefusedError(
+        `${mapping.path} of process ${pid}`,
+        error.reason,
+        `the process has exited, and on the host: ${error.message.replace(/^Cannot open /, "")}`,
+      );
+    }
   }
 
   /**

@@ -195,6 +195,8 @@ export class FileRegistry implements Disposable {
       } catch (error) {
         if (!(error instanceof FileRefusedError)) throw error;
         file = this.#refused(key, mapping.path, error);
+        // Its process had exited: a live one mapping the same file may still show it.
+        if (read.directory === null) return file;
       }
     } else if (mapping.path === "[vdso]") {
       file = this.#vdso();

@@ -1,7 +1,9 @@
 /**
  * A running recording that can be read while it runs: the tracer, the two owners of state (the file
  * registry and the process manager, which fill the tracer's maps) and the stack table, drained when BPF
- * asks (process events) and on a slow timer (traces). One-shot sessions (`record`) take one profile at the end; long-running ones
+ * asks (process events) and on a slow timer (traces). Processes' mappings come from the kernel's records
+ * (mapping_events.ts) where it allows them: each drain takes the records stamped before it began, then
+ * the traces, then forgets the processes that exited (their traces are resolved by then). One-shot sessions (`record`) take one profile at the end; long-running ones
  * (`top`, `agent`) take a profile per interval with `takeProfile({ reset: true })`, which keeps the
  * symbol caches warm between intervals.
  *
@@ -36,6 +38,8 @@ import { RUNTIMES } from "../interpreter/runtimes.ts";
 import type { FileRefusal } from "../sys/regular_file.ts";
 import { delay } from "../sys/timer.ts";
 import { PerfMaps, type PerfMapsStats } from "../symbolize/perf_maps.ts";
+import { MappingEvents } from "../perf/mapping_events.ts";
+import { monotonicNs } from "../sys/monotonic_clock.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -66,6 +70,15 @@ export interface ProcessStats extends ProcessManagerStats {
   filesOpened: number;
   /** Distinct mapped files not read, by reason: their frames stay unsymbolized. */
   filesRefused: Record<FileRefusal, number>;
+  /** Whether mappings came from the kernel's records (else from /proc alone). */
+  mappingRecords: boolean;
+  /** The kernel's records read (process starts, exits, executable mappings), and their bytes. */
+  mappingRecordsRead: number;
+  mappingRecordBytes: number;
+  /** Records the kernel dropped (a ring was full): the processes met next were read from /proc. */
+  mappingRecordsLost: number;
+  /** Records that failed a check and were skipped. */
+  mappingRecordsMalformed: number;
 }
 
 /** The native unwinder's counters, as `--stats` reports them. */
@@ -114,18 +127,24 @@ export class Recorder {
   #failedRecords = 0;
   /** Owned (and closed) by the process manager. */
   #perfMaps: PerfMaps;
+  /** The kernel's records of processes' mappings, or null where it refused them (then /proc alone). */
+  #mappingEvents: MappingEvents | null;
+  /** Records lost as of the last drain: more lost since means some processes' records are incomplete. */
+  #mappingRecordsLost = 0;
 
   private constructor(
     tracer: Tracer,
     files: FileRegistry,
     processes: ProcessManager,
     perfMaps: PerfMaps,
+    mappingEvents: MappingEvents | null,
     setupStart: number,
   ) {
     this.tracer = tracer;
     this.files = files;
     this.processes = processes;
     this.#perfMaps = perfMaps;
+    this.#mappingEvents = mappingEvents;
     this.#table = this.#newTable();
     this.#setupStart = setupStart;
     this.#kernelNames = tracer.kernelNames;
@@ -136,6 +155,17 @@ export class Recorder {
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
     const tracer = Tracer.start({ ...options, paused: true });
+    let mappingEvents: MappingEvents | null = null;
+    try {
+      mappingEvents = MappingEvents.open({ buildIds: false });
+      for (const fd of mappingEvents.descriptors) tracer.wakeOn(fd);
+    } catch (error) {
+      mappingEvents?.close();
+      mappingEvents = null;
+      logger.warn("Reading processes' mappings from /proc only: short-lived ones may be missed ({error})", {
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
     const files = new FileRegistry({
       object: tracer.object,
       unwinders: tracer.unwinders,
@@ -148,8 +178,9 @@ export class Recorder {
       files,
       bpf: processBpf(tracer.object, files, RUNTIMES),
       perfMaps,
+      kernelRecords: mappingEvents !== null,
     });
-    const recorder = new Recorder(tracer, files, processes, perfMaps, setupStart);
+    const recorder = new Recorder(tracer, files, processes, perfMaps, mappingEvents, setupStart);
     try {
       for (const path of options.preloadPaths ?? []) {
         const file = files.openPath(path);
@@ -208,6 +239,10 @@ export class Recorder {
    * skipped: the session and the rest of its samples go on.
    */
   drain(): void {
+    // Read first: every trace in the ring buffer now was taken before it, so the records stamped before it
+    // (the mappings those traces ran in, the exits that follow them) are all handled with them.
+    const horizon = monotonicNs();
+    if (this.#mappingEvents !== null) this.#drainMappingEvents(horizon);
     for (let attempt = 0;; attempt++) {
       try {
         this.tracer.drain(this.#table);
@@ -226,6 +261,29 @@ export class Recorder {
     if (this.#firstSampleMs === null && this.#table.samples > 0) {
       this.#firstSampleMs = performance.now() - this.#setupStart;
     }
+  }
+
+  /** Hands the kernel's records stamped before `horizon` to the stack table and the process manager. */
+  #drainMappingEvents(horizon: number): void {
+    const events = this.#mappingEvents!;
+    for (let attempt = 0;; attempt++) {
+      try {
+        events.drain(this.#table, horizon);
+        break;
+      } catch (error) {
+        this.#failedRecords++;
+        if (this.#failedRecords === 1) {
+          logger.error("Cannot handle a record ({error}); skipping it and any others that fail", { error });
+        }
+        // The failing record was consumed; what follows it is drained by the next attempt.
+        if (attempt >= MAX_DRAIN_ATTEMPTS) break;
+      }
+    }
+    if (events.stats.lost > this.#mappingRecordsLost) {
+      this.#mappingRecordsLost = events.stats.lost;
+      this.processes.recordsLost();
+    }
+    this.#table.endRecords();
   }
 
   metrics(): TracerMetrics {
@@ -251,7 +309,17 @@ export class Recorder {
   /** Process-tracking counters. */
   processStats(): ProcessStats {
     const { filesOpened, filesRefused } = this.files.stats;
-    return { ...this.processes.stats, filesOpened, filesRefused };
+    const records = this.#mappingEvents?.stats;
+    return {
+      ...this.processes.stats,
+      filesOpened,
+      filesRefused,
+      mappingRecords: records !== undefined,
+      mappingRecordsRead: records?.records ?? 0,
+      mappingRecordBytes: records?.bytes ?? 0,
+      mappingRecordsLost: records?.lost ?? 0,
+      mappingRecordsMalformed: records?.malformed ?? 0,
+    };
   }
 
   /** The native unwinder's counters: files loaded, BPF memory for tables, trie entries. */
@@ -365,7 +433,9 @@ export class Recorder {
     this.#draining = false;
     // Instances detach while the maps they write are still there; the files' handles go last.
     this.processes.close();
+    // The tracer's waiter watches the records' descriptors: it goes first.
     this.tracer.close();
+    this.#mappingEvents?.close();
     this.files.close();
     this.#native.close();
   }

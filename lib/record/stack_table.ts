@@ -4,6 +4,11 @@
  * the record's words in place, and allocates nothing; only a trace never seen before is copied and
  * resolved (its user addresses turned into file offsets while the process is still alive).
  *
+ * When the process manager follows the kernel's records ({@linkcode ProcessManager.kernelRecords}), the
+ * table is also their sink, drained before the traces: exec, fork and mappings go to the process manager
+ * at once, exits wait for {@linkcode StackTable.endDrain} like BPF's, and BPF's own exec, fork and exit
+ * events are not needed for mappings (an exec still has the process installed in BPF).
+ *
  * @example
  * ```ts ignore
  * import { StackTable } from "./stack_table.ts";
@@ -15,6 +20,7 @@
  * @module
  */
 import type { RecordSink } from "../bpf/ring_buffer.ts";
+import type { ExecutableMapping, MappingEventSink } from "../perf/perf_records.ts";
 import type { MappedFile } from "../process/mapped_file.ts";
 import type { ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
@@ -152,8 +158,11 @@ const MAX_INTERPRETER_ENTRIES = 20_000;
 const USER_SPACE_HIGH = 0x8000;
 const decoder = new TextDecoder();
 
-/** Aggregated stacks plus process bookkeeping; a RecordSink for RingBufferReader.drain(). */
-export class StackTable implements RecordSink {
+/**
+ * Aggregated stacks plus process bookkeeping; a RecordSink for RingBufferReader.drain(), and a
+ * MappingEventSink for the kernel's records.
+ */
+export class StackTable implements RecordSink, MappingEventSink {
   #processes: ProcessManager;
   #files: TraceFiles;
   #buckets = new Map<number, Entry>();
@@ -182,7 +191,7 @@ export class StackTable implements RecordSink {
   #stacks: Stack[] = [];
   #words: Uint32Array | null = null;
   /** Processes that exited in the current drain, forgotten at its end. */
-  #exited: Pid[] = [];
+  #exited = new Set<Pid>();
   /** Samples seen (sum of all counts). */
   samples = 0;
   /** CLOCK_MONOTONIC time of the first sample in ns, or -1 before it. */
@@ -245,23 +254,24 @@ export class StackTable implements RecordSink {
       case EventKind.Trace:
         this.#addTrace(view, offset, length);
         break;
-      case EventKind.ProcessExec:
-        this.#processes.onExec(view.getUint32(offset + RECORD_PID, true) as Pid);
+      case EventKind.ProcessExec: {
+        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+        // With the kernel's records, a process whose exit is already known needs nothing in BPF.
+        if (!this.#exited.has(pid)) this.#processes.onExec(pid);
         break;
+      }
       case EventKind.ProcessFork: {
+        if (this.#processes.kernelRecords) break;
         const child = view.getUint32(offset + RECORD_PID, true) as Pid;
-        // The PID of a process that exited in this drain, handed out again: that exit is settled now,
-        // or it would later remove the new process's state.
-        if (this.#exited.includes(child)) {
-          this.#exited = this.#exited.filter((pid) => pid !== child);
-          this.#processes.onExit(child);
-        }
+        this.#settleExit(child);
         this.#processes.onFork(view.getUint32(offset + PROCESS_EVENT_PARENT, true) as Pid, child);
         break;
       }
-      case EventKind.ProcessUnknown:
-        this.#processes.onUnknown(view.getUint32(offset + RECORD_PID, true) as Pid);
+      case EventKind.ProcessUnknown: {
+        const pid = view.getUint32(offset + RECORD_PID, true) as Pid;
+        if (!this.#exited.has(pid)) this.#processes.onUnknown(pid);
         break;
+      }
       case EventKind.FileNeeded:
         this.#files.onFileNeeded(
           view.getUint32(offset + PROCESS_EVENT_FILE_ID, true),
@@ -274,16 +284,51 @@ export class StackTable implements RecordSink {
         this.#processes.onStale(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
       case EventKind.ProcessExit:
+        if (this.#processes.kernelRecords) break;
         // Records of the process may still follow in this drain (from other CPUs); forget it after.
-        this.#exited.push(view.getUint32(offset + RECORD_PID, true) as Pid);
+        this.#exited.add(view.getUint32(offset + RECORD_PID, true) as Pid);
         break;
     }
+  }
+
+  onMmap(event: ExecutableMapping): void {
+    this.#processes.onMappingRecord(event);
+  }
+
+  onExec(pid: Pid, _comm: string, timeNs: number): void {
+    // Another thread than the main one exec'd: the main thread's exit came just before, and the process
+    // lives on.
+    this.#exited.delete(pid);
+    this.#processes.onExecRecord(pid, timeNs);
+  }
+
+  onFork(pid: Pid, parentPid: Pid, timeNs: number): void {
+    this.#settleExit(pid);
+    this.#processes.onForkRecord(pid, parentPid, timeNs);
+  }
+
+  onExit(pid: Pid, _timeNs: number): void {
+    // Its samples taken before are still to be drained: forget it at the end of the drain.
+    this.#exited.add(pid);
+  }
+
+  /** The kernel's records of this drain are handled: the trie gets what they changed. */
+  endRecords(): void {
+    this.#processes.installChanged(this.#exited);
   }
 
   /** Forgets the processes that exited during the last drain. Call after each drain. */
   endDrain(): void {
     for (const pid of this.#exited) this.#processes.onExit(pid);
-    this.#exited.length = 0;
+    this.#exited.clear();
+  }
+
+  /**
+   * The PID of a process that exited in this drain, handed out again: that exit is settled now, or it
+   * would later remove the new process's state.
+   */
+  #settleExit(pid: Pid): void {
+    if (this.#exited.delete(pid)) this.#processes.onExit(pid);
   }
 
   #addTrace(view: DataView, offset: number, length: number): void {
@@ -398,6 +443,8 @@ export class StackTable implements RecordSink {
     const end = commBytes.indexOf(0);
     const comm = decoder.decode(commBytes.subarray(0, end < 0 ? COMM_LENGTH : end));
     const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
+    const takenAtNs = view.getUint32(offset + RECORD_KTIME + 4, true) * 0x100000000 +
+      view.getUint32(offset + RECORD_KTIME, true);
     const frames: StackFrame[] = [];
     /** The process's JIT names, once a frame of the trace needs them. */
     let jit: JitNames | null | undefined;
@@ -436,7 +483,7 @@ export class StackTable implements RecordSink {
       // and recognizably invalid as 0.
       const address = high >= USER_SPACE_HIGH ? 0 : high * 0x100000000 + low;
       if (flags & FrameFlag.AbsoluteAddress) {
-        const resolved = this.#processes.resolve(pid, address as Address);
+        const resolved = this.#processes.resolve(pid, address as Address, takenAtNs);
         if (resolved?.mapping.file.kind === "anonymous") {
           // JIT code: named later from the perf map or jitdump, looked for now, while the process runs.
           jit ??= this.#processes.jitNamesOf(pid);

@@ -12,7 +12,8 @@ import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
 import { PerfMaps } from "../symbolize/perf_maps.ts";
 import { RegularFile } from "../sys/regular_file.ts";
-import type { Pid } from "../types.ts";
+import type { ExecutableMapping } from "../perf/perf_records.ts";
+import type { Address, Pid, Tid } from "../types.ts";
 import { StackTable } from "./stack_table.ts";
 import {
   COPY_DATA,
@@ -32,6 +33,7 @@ import {
   LABEL_VALUE_LENGTH,
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
+  RECORD_KTIME,
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
@@ -313,6 +315,82 @@ Deno.test("StackTable unwinds a copied stack on the host, marks its frames and m
     assert.equal(stack!.stopReason, UnwindStopReason.EndOfStack);
     assert.equal(table.samples, 2);
     assert.deepEqual(table.copiedStackStats, { samples: 2, frames: 4, stops: { EndOfStack: 2 } });
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+/** An executable anonymous page at `start` of process `pid`, recorded by the kernel at `timeNs`. */
+function mappingRecord(pid: number, start: number, timeNs: number): ExecutableMapping {
+  return {
+    pid: pid as Pid,
+    tid: pid as Tid,
+    timeNs,
+    start: start as Address,
+    end: (start + 0x1000) as Address,
+    fileOffset: 0,
+    path: "//anon",
+    deleted: false,
+    anonymous: true,
+    buildId: null,
+    file: null,
+    prot: 5,
+  };
+}
+
+/** `absoluteTrace` taken at `ktimeNs`. */
+function traceAt(pid: number, addresses: number[], ktimeNs: number): DataView {
+  const view = absoluteTrace(pid, addresses);
+  view.setUint32(RECORD_KTIME, ktimeNs, true);
+  return view;
+}
+
+Deno.test("StackTable, fed the kernel's records, resolves traces against the program they were taken in", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root, kernelRecords: true });
+    const table = new StackTable(processes, files);
+    // One drain: the records first (a fork, its exec, then exit), then the traces, then the end.
+    table.onFork(800 as Pid, 1 as Pid, 100);
+    table.onMmap(mappingRecord(800, 0x10000, 110));
+    table.onExec(800 as Pid, "worker", 200);
+    table.onMmap(mappingRecord(800, 0x50000, 210));
+    table.onExit(800 as Pid, 400);
+    table.endRecords();
+    // Taken before the exec, in the program before it; then in the new one. Both after the exit was read.
+    feed(table, traceAt(800, [0x10010], 150));
+    feed(table, traceAt(800, [0x50020], 300));
+    // BPF's own exit event adds nothing: the records said it.
+    feed(table, processEvent(EventKind.ProcessExit, 800));
+    const [before, after] = table.stacks().map((stack) => stack.frames[0]!);
+    assert.deepEqual([before!.addressKind, before!.address], ["offset", 0x10]);
+    assert.deepEqual([after!.addressKind, after!.address], ["offset", 0x20]);
+    assert.equal(processes.processCount, 1, "forgotten only at the end of the drain");
+    table.endDrain();
+    assert.equal(processes.processCount, 0);
+    assert.equal(processes.stats.syncs, 0, "nothing read from /proc");
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+Deno.test("StackTable keeps a process whose main thread exited when another thread exec'd", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root, kernelRecords: true });
+    const table = new StackTable(processes, files);
+    table.onFork(810 as Pid, 1 as Pid, 100);
+    // The kernel reports the old main thread's exit, then the exec, under the process's id.
+    table.onExit(810 as Pid, 200);
+    table.onExec(810 as Pid, "worker", 201);
+    table.onMmap(mappingRecord(810, 0x20000, 210));
+    table.endRecords();
+    table.endDrain();
+    assert.equal(processes.processCount, 1);
+    feed(table, traceAt(810, [0x20004], 300));
+    assert.deepEqual(table.stacks()[0]!.frames[0]!.address, 4);
   } finally {
     Deno.removeSync(root, { recursive: true });
   }

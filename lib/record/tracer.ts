@@ -261,6 +261,14 @@ export class Tracer {
     return this.#waiter?.wait(timeoutMs) ?? Promise.resolve(false);
   }
 
+  /**
+   * Makes {@linkcode waitForWakeup} return also when `fd` (a perf event's, kept open by the caller for
+   * the tracer's life) polls readable.
+   */
+  wakeOn(fd: number): void {
+    this.#waiter?.watch(fd);
+  }
+
   /** Ends a pending {@linkcode waitForWakeup} and makes later ones return at once. */
   interruptWait(): void {
     this.#waiter?.interrupt();

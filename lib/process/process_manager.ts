@@ -456,8 +456,25 @@ export class ProcessManager implements Disposable {
    * mappings when needed. Null when the address is in no executable mapping.
    */
   resolve(pid: Pid, address: Address, takenAtNs = -1): ResolvedAddress | null {
+    return this.#resolve(pid, address, takenAtNs, true);
+  }
+
+  /**
+   * Resolves an address with the mappings as last read, never reading the process again (null when
+   * none holds it): for the callers found on a stack unwound on the host, where a garbage address must not
+   * spend the re-reads that the process's new code needs. A sample's time picks the program it was taken
+   * in, as for {@linkcode resolve}.
+   */
+  resolveAsRead(pid: Pid, address: Address, takenAtNs = -1): ResolvedAddress | null {
+    return this.#resolve(pid, address, takenAtNs, false);
+  }
+
+  #resolve(pid: Pid, address: Address, takenAtNs: number, mayRead: boolean): ResolvedAddress | null {
     let state = this.#processes.get(pid);
-    if (state === undefined || (this.#kernelRecords && this.#needsRead(state))) state = this.#sync(pid);
+    if (mayRead && (state === undefined || (this.#kernelRecords && this.#needsRead(state)))) {
+      state = this.#sync(pid);
+    }
+    if (state === undefined) return null;
     if (takenAtNs >= 0 && takenAtNs < state.execNs) {
       // Taken before the exec the records already told of: in the program before it.
       if (takenAtNs < state.priorExecNs) {
@@ -493,7 +510,8 @@ export class ProcessManager implements Disposable {
     }
     // A forked child that has exec'd runs code its parent never mapped: read it at once.
     if (
-      index < 0 && !this.#kernelRecords && !state.gone && (state.inherited || this.#mayResync(state))
+      mayRead && index < 0 && !this.#kernelRecords && !state.gone &&
+      (state.inherited || this.#mayResync(state))
     ) {
       this.stats.resyncs++;
       state = this.#sync(pid);
@@ -504,19 +522,6 @@ export class ProcessManager implements Disposable {
       return null;
     }
     const mapping = state.mappings[index]!;
-    return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
-  }
-
-  /**
-   * Resolves an address with the mappings as last read, never reading the process again (null when
-   * none holds it): for the callers found on a stack unwound on the host, where a garbage address must not
-   * spend the re-reads that the process's new code needs.
-   */
-  resolveAsRead(pid: Pid, address: Address): ResolvedAddress | null {
-    const state = this.#processes.get(pid);
-    const index = state === undefined ? -1 : findMapping(state.mappings, address);
-    if (index < 0) return null;
-    const mapping = state!.mappings[index]!;
     return { mapping, fileOffset: address - mapping.start + mapping.fileOffset };
   }
 

@@ -175,6 +175,7 @@ export class StackTable implements RecordSink, MappingEventSink {
   #copiedStackUnwinder: CopiedStackUnwinder;
   /** The copy being unwound, reused for every one. */
   #copy: CopiedStack = {
+    takenAtNs: -1,
     pc: 0,
     sp: 0,
     fp: 0,
@@ -424,6 +425,7 @@ export class StackTable implements RecordSink, MappingEventSink {
     const at = offset + TRACE_FRAMES + view.getUint16(offset + TRACE_NUM_FRAMES, true) * FRAME_SIZE;
     const copy = this.#copy;
     copy.view = view;
+    copy.takenAtNs = readU64(view, offset + RECORD_KTIME);
     copy.pc = readU64(view, at + COPY_PC);
     copy.sp = readU64(view, at + COPY_SP);
     copy.fp = readU64(view, at + COPY_FP);

@@ -375,6 +375,34 @@ Deno.test("StackTable, fed the kernel's records, resolves traces against the pro
   }
 });
 
+Deno.test("StackTable unwinds a stack copied before its process exec'd in the program it was taken in", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root, kernelRecords: true });
+    const table = new StackTable(processes, files);
+    table.onFork(820 as Pid, 1 as Pid, 100);
+    table.onMmap(mappingRecord(820, 0x10000, 110));
+    table.onExec(820 as Pid, "worker", 200);
+    table.onMmap(mappingRecord(820, 0x50000, 210));
+    table.endRecords();
+    // Copied at 150, in the program before the exec: the leaf and its caller are both in its page.
+    const sp = 0x7ffd00000000;
+    const copy = copiedTrace(820, 0x10010, sp, sp + 8, [7, 0, 0x10500]);
+    copy.setUint32(RECORD_KTIME, 150, true);
+    feed(table, copy);
+    const frames = table.stacks()[0]!.frames.filter((frame) => frame.addressKind !== "kernel");
+    assert.deepEqual(frames.map((frame) => [frame.addressKind, frame.address]), [["offset", 0x10], [
+      "offset",
+      0x500,
+    ]]);
+    assert.equal(processes.stats.resolvedBeforeExec, 2);
+    table.endDrain();
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
 Deno.test("StackTable keeps a process whose main thread exited when another thread exec'd", () => {
   const root = Deno.makeTempDirSync();
   try {

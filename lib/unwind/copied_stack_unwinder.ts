@@ -36,6 +36,8 @@ import { emptyRule, type ResolvedRule } from "./stack_deltas.ts";
 
 /** The registers and stack bytes of one copied stack, read in place from a ring buffer record. */
 export interface CopiedStack {
+  /** CLOCK_MONOTONIC ns of the sample: it picks the program the addresses belong to across an exec. */
+  takenAtNs: number;
   pc: number;
   sp: number;
   fp: number;
@@ -49,10 +51,10 @@ export interface CopiedStack {
 
 /** Where the unwinder finds addresses' mappings (the process manager). */
 export interface CopiedStackProcesses {
-  /** Resolves `address`, reading the process's mappings again if they do not hold it. */
-  resolve(pid: Pid, address: Address): ResolvedAddress | null;
-  /** Resolves `address` with the mappings as last read. */
-  resolveAsRead(pid: Pid, address: Address): ResolvedAddress | null;
+  /** Resolves `address` of a sample taken at `takenAtNs`, reading the process's mappings if needed. */
+  resolve(pid: Pid, address: Address, takenAtNs: number): ResolvedAddress | null;
+  /** Resolves `address` of a sample taken at `takenAtNs` with the mappings as last read. */
+  resolveAsRead(pid: Pid, address: Address, takenAtNs: number): ResolvedAddress | null;
 }
 
 /** Where the unwinder finds the rules of files (the file registry). */
@@ -152,8 +154,8 @@ export class CopiedStackUnwinder {
     const resolved = pc <= 0 || pc >= USER_SPACE_END
       ? null
       : returnAddress
-      ? this.#processes.resolveAsRead(pid, pc as Address)
-      : this.#processes.resolve(pid, pc as Address);
+      ? this.#processes.resolveAsRead(pid, pc as Address, this.#copy!.takenAtNs)
+      : this.#processes.resolve(pid, pc as Address, this.#copy!.takenAtNs);
     const vaddr = resolved === null ? null : this.#files.elfAddress(resolved.mapping, pc);
     if (vaddr === null) {
       // No mapping, or one without tables (JIT code, the file unreadable): frame pointers, as BPF.

@@ -67,7 +67,7 @@ function copyOf(pc: number, sp: number, fp: number, words: number[], start = sp)
     view.setUint32(16 + i * 8, word % 2 ** 32, true);
     view.setUint32(16 + i * 8 + 4, Math.floor(word / 2 ** 32), true);
   });
-  return { pc, sp, fp, view, data: 16, length: words.length * 8, start };
+  return { takenAtNs: -1, pc, sp, fp, view, data: 16, length: words.length * 8, start };
 }
 
 function run(rules: Map<number, Rule>, copy: CopiedStack) {

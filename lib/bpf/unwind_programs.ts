@@ -15,7 +15,7 @@
  * const table = new UnwindProgramTable(object, runtimeUnwinders(RUNTIMES), { lazy: true });
  * object.load();
  * table.fillLoaded(); // the native slots
- * table.require(PythonUnwindProgram.Python); // when the first Python file is claimed
+ * table.require(unwinder.slot); // when the first file of the unwinder's runtime is claimed
  * ```
  *
  * @module

@@ -67,7 +67,7 @@ of median CPU time, and every round's CPU is listed under it.
                        share of samples with a named leaf and a complete stack, and the profiler's CPU
                        per 1,000 process starts: build (make -j2 of a generated 44-file C project,
                        cc1's samples) or storm (bash starting /bin/true for --duration seconds, true's
-                       samples). These two run omniprof, perf (-g) and perf-dwarf (--call-graph dwarf)
+                       samples). These two run omniprof, perf (-g), perf-a (-a -g) and perf-dwarf (--call-graph dwarf)
                        once each, at 499 Hz unless --frequency says otherwise
   --no-python          skip the section that runs omniprof on a 30-frame native and a 20-frame Python
                        stack (BPF ns per sample and host CPU per 1,000 samples, side by side)

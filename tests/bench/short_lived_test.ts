@@ -56,7 +56,7 @@ const PERF = row(
   2500,
 );
 
-Deno.test("shortLivedTargets() judges omniprof's shares at 90% and 80%, and CPU per starts against perf -g", () => {
+Deno.test("shortLivedTargets() judges omniprof's shares at 90% and 80%, and CPU per starts against perf's", () => {
   assert.deepEqual(shortLivedTargets("build", "cc1", [OWN, PERF]).map((t) => [t.value, t.verdict]), [
     ["90.0%", "PASS"],
     ["79.8%", "FAIL"],
@@ -64,10 +64,11 @@ Deno.test("shortLivedTargets() judges omniprof's shares at 90% and 80%, and CPU 
   assert.deepEqual(shortLivedTargets("storm", "true", [OWN, PERF]).map((t) => [t.value, t.verdict]), [
     ["90.0%", "PASS"],
     ["500 vs 400 ms", "FAIL"],
+    ["-", "n/a"],
   ]);
   const cheaper = { ...OWN, cpuMsPerThousandStarts: 399 };
   assert.equal(shortLivedTargets("storm", "true", [cheaper, PERF])[1]!.verdict, "PASS");
-  assert.deepEqual(shortLivedTargets("storm", "true", [OWN]).map((t) => t.verdict), ["PASS", "n/a"]);
+  assert.deepEqual(shortLivedTargets("storm", "true", [OWN]).map((t) => t.verdict), ["PASS", "n/a", "n/a"]);
 });
 
 Deno.test("formatShortLivedReport() prints each tool's shares, CPU per 1,000 starts and the ratio", () => {

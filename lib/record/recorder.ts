@@ -247,19 +247,7 @@ export class Recorder {
     // (the mappings those traces ran in, the exits that follow them) are all handled with them.
     const horizon = monotonicNs();
     if (this.#mappingEvents !== null) this.#drainMappingEvents(horizon);
-    for (let attempt = 0;; attempt++) {
-      try {
-        this.tracer.drain(this.#table);
-        break;
-      } catch (error) {
-        this.#failedRecords++;
-        if (this.#failedRecords === 1) {
-          logger.error("Cannot handle a record ({error}); skipping it and any others that fail", { error });
-        }
-        // The ring buffer released the failing record; what follows it is drained by the next attempt.
-        if (attempt >= MAX_DRAIN_ATTEMPTS) break;
-      }
-    }
+    this.#drainSkippingFailures(() => this.tracer.drain(this.#table));
     this.#table.endDrain();
     this.files.sweep();
     if (this.#firstSampleMs === null && this.#table.samples > 0) {
@@ -267,22 +255,28 @@ export class Recorder {
     }
   }
 
-  /** Hands the kernel's records stamped before `horizon` to the stack table and the process manager. */
-  #drainMappingEvents(horizon: number): void {
-    const events = this.#mappingEvents!;
-    for (let attempt = 0;; attempt++) {
+  /**
+   * Runs `drain` until it gets through: a record that throws was consumed by the ring it came from, so
+   * the next attempt starts at the record after it. Failures are counted and the first one reported.
+   */
+  #drainSkippingFailures(drain: () => void): void {
+    for (let attempt = 0; attempt <= MAX_DRAIN_ATTEMPTS; attempt++) {
       try {
-        events.drain(this.#table, horizon);
-        break;
+        drain();
+        return;
       } catch (error) {
         this.#failedRecords++;
         if (this.#failedRecords === 1) {
           logger.error("Cannot handle a record ({error}); skipping it and any others that fail", { error });
         }
-        // The failing record was consumed; what follows it is drained by the next attempt.
-        if (attempt >= MAX_DRAIN_ATTEMPTS) break;
       }
     }
+  }
+
+  /** Hands the kernel's records stamped before `horizon` to the stack table and the process manager. */
+  #drainMappingEvents(horizon: number): void {
+    const events = this.#mappingEvents!;
+    this.#drainSkippingFailures(() => events.drain(this.#table, horizon));
     if (events.stats.lost > this.#mappingRecordsLost) {
       this.#mappingRecordsLost = events.stats.lost;
       this.processes.recordsLost();

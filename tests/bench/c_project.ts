@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { prng } from "../../lib/testing/fuzz.ts";
 
 /** What {@linkcode writeCProject} wrote. */
 export interface CProject {
@@ -35,18 +36,6 @@ export interface CProjectOptions {
   modules?: number;
   functionsPerModule?: number;
   seed?: number;
-}
-
-/** A small deterministic generator (mulberry32): the same seed, the same project. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const pad = (n: number) => String(n).padStart(2, "0");
@@ -152,7 +141,7 @@ function makefile(modules: number): string {
 export function writeCProject(dir: string, options: CProjectOptions = {}): CProject {
   const modules = options.modules ?? 44;
   const functions = options.functionsPerModule ?? 26;
-  const next = random(options.seed ?? 18);
+  const next = prng(options.seed ?? 18);
   const files: string[] = [];
   let sourceBytes = 0;
   const write = (name: string, text: string) => {

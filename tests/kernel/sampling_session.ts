@@ -27,7 +27,7 @@ import {
   TRACE_NUM_FRAMES,
 } from "../../lib/record/trace_format.ts";
 import type { Pid } from "../../lib/types.ts";
-import { EventKind, FrameMarker } from "../../support/types.ts";
+import { EventKind, FrameMarker, StackCopyMode } from "../../support/types.ts";
 
 /** A trace record, reduced to what the checks look at. */
 export interface SessionTrace {
@@ -110,7 +110,13 @@ export async function runSamplingSession(
   frequencyHz = 199,
 ): Promise<SamplingSession> {
   const sink = new SessionSink();
-  using tracer = Tracer.start({ frequencyHz, followChildrenOf: [Deno.pid as Pid] });
+  // The checks are of BPF's own unwinding. This tracer has no host side that installs processes, so by
+  // default BPF would copy every stack for a host to unwind instead: ask for its frame-pointer walk.
+  using tracer = Tracer.start({
+    frequencyHz,
+    followChildrenOf: [Deno.pid as Pid],
+    stackCopy: StackCopyMode.Never,
+  });
   // spawn() is synchronous, so the first drain runs after the pid is known.
   const timer = setInterval(() => tracer.drain(sink), 10);
   let status: Deno.CommandStatus;

@@ -24,9 +24,8 @@ static __always_inline void emit(__u32 kind, __u32 pid, __u32 tid, __u32 parent_
     return;
   event->parent_pid = parent_pid;
   bpf_get_current_comm(event->comm, sizeof(event->comm));
-  // kind is a constant after inlining, so only one submit call remains. A host that has the kernel's
-  // mapping records learns the new program from them and need not be woken for each exec.
-  if (kind == EVENT_KIND_PROCESS_EXEC && tracer_config.wake_on_exec)
+  // kind is a constant after inlining, so only one submit call remains.
+  if (kind == EVENT_KIND_PROCESS_EXEC)
     process_event_submit(event);
   else
     process_event_submit_quiet(event);

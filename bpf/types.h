@@ -369,7 +369,7 @@ struct tracer_config {
   __u8 filter_pids;    // only sample processes in pid_filter
   __u8 sample_idle;    // also record samples of the idle task
   __u8 stack_copy;     // enum stack_copy_mode
-  __u8 wake_on_exec;   // wake the host at each exec: it reads the new program from /proc while it runs
+  __u8 pad;
   __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
   struct kernel_fields kernel;
 };

@@ -58,7 +58,7 @@ export const tracerConfigLayout = {
   filter_pids: { offset: 0, size: 1 }, // __u8
   sample_idle: { offset: 1, size: 1 }, // __u8
   stack_copy: { offset: 2, size: 1 }, // __u8
-  wake_on_exec: { offset: 3, size: 1 }, // __u8
+  pad: { offset: 3, size: 1 }, // __u8
   self_pid: { offset: 4, size: 4 }, // __u32
   kernel: { offset: 8, size: 28 }, // struct kernel_fields
 } as const;

@@ -154,21 +154,17 @@ export class Recorder {
   /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
   static start(options: TracerOptions): Recorder {
     const setupStart = performance.now();
+    const tracer = Tracer.start({ ...options, paused: true });
     let mappingEvents: MappingEvents | null = null;
     try {
       mappingEvents = MappingEvents.open({ buildIds: false });
+      for (const fd of mappingEvents.descriptors) tracer.wakeOn(fd);
     } catch (error) {
+      mappingEvents?.close();
+      mappingEvents = null;
       logger.warn("Reading processes' mappings from /proc only: short-lived ones may be missed ({error})", {
         error: error instanceof Error ? error.message : String(error),
       });
-    }
-    let tracer: Tracer;
-    try {
-      tracer = Tracer.start({ ...options, paused: true, wakeOnExec: mappingEvents === null });
-      for (const fd of mappingEvents?.descriptors ?? []) tracer.wakeOn(fd);
-    } catch (error) {
-      mappingEvents?.close();
-      throw error;
     }
     const files = new FileRegistry({
       object: tracer.object,

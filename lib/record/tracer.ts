@@ -70,12 +70,6 @@ export interface TracerOptions {
    */
   stackCopy?: StackCopyMode;
   /**
-   * Wake the host at each exec (the default), for a host that reads a new program's mappings from /proc
-   * while it runs; one that has the kernel's mapping records (lib/perf/mapping_events.ts) does not need it,
-   * and under a storm of short-lived processes each wake-up costs it CPU.
-   */
-  wakeOnExec?: boolean;
-  /**
    * Load and watch processes, but do not sample until {@linkcode Tracer.startSampling}: the caller
    * prepares unwind tables first, so that the first samples unwind completely.
    */
@@ -172,7 +166,6 @@ export class Tracer {
       rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
       rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
       rodata[config + tracerConfigLayout.stack_copy.offset] = options.stackCopy ?? StackCopyMode.Unknown;
-      rodata[config + tracerConfigLayout.wake_on_exec.offset] = options.wakeOnExec === false ? 0 : 1;
       // Sampling itself would cost the most exactly when the profiler is busiest (symbolizing).
       new DataView(rodata.buffer, rodata.byteOffset).setUint32(
         config + tracerConfigLayout.self_pid.offset,

@@ -35,13 +35,8 @@ SEC("raw_tp/sched_process_exec")
 int on_process_exec(struct bpf_raw_tracepoint_args *ctx)
 {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
-  __u32 pid = pid_tgid >> 32;
-  if (!process_selected(pid))
-    return 0;
-  emit(EVENT_KIND_PROCESS_EXEC, pid, (__u32)pid_tgid, 0);
-  // The new program's first sample outside the old mappings must reach the host at once: a report of
-  // the old program (a shell's child before it exec'd) would otherwise hold it back for REPORT_INTERVAL_NS.
-  bpf_map_delete_elem(&reported_pids, &pid);
+  if (process_selected(pid_tgid >> 32))
+    emit(EVENT_KIND_PROCESS_EXEC, pid_tgid >> 32, (__u32)pid_tgid, 0);
   return 0;
 }
 

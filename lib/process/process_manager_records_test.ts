@@ -1,30 +1,13 @@
 // The process manager fed by the kernel's records (kernelRecords): mappings from exec, fork and mmap
 // records, /proc read only to seed processes without records, files of exited processes opened on the host
 // only when they are the very file the record names.
+import { anonymousMapping } from "../testing/perf_records.ts";
 import assert from "node:assert/strict";
 import type { ExecutableMapping } from "../perf/perf_records.ts";
 import { MemoryProcessBpf } from "../testing/memory_process_bpf.ts";
-import type { Address, Pid, Tid } from "../types.ts";
+import type { Address, Pid } from "../types.ts";
 import { FileRegistry } from "./file_registry.ts";
 import { ProcessManager } from "./process_manager.ts";
-
-/** An executable anonymous mapping of a page at `start`, recorded at `timeNs`. */
-function anonymous(pid: number, start: number, timeNs: number): ExecutableMapping {
-  return {
-    pid: pid as Pid,
-    tid: pid as Tid,
-    timeNs,
-    start: start as Address,
-    end: (start + 0x1000) as Address,
-    fileOffset: 0,
-    path: "//anon",
-    deleted: false,
-    anonymous: true,
-    buildId: null,
-    file: null,
-    prot: 5,
-  };
-}
 
 /** One executable anonymous mapping as a maps line. */
 function mapsLine(start: number): string {
@@ -58,8 +41,8 @@ Deno.test("a process that exited before its records were handled resolves from t
   withRecords({}, (processes) => {
     processes.onForkRecord(11 as Pid, 10 as Pid, 100);
     processes.onExecRecord(11 as Pid, 200);
-    processes.onMappingRecord(anonymous(11, 0x40000, 300));
-    processes.onMappingRecord(anonymous(11, 0x10000, 310));
+    processes.onMappingRecord(anonymousMapping(11, 0x40000, 300));
+    processes.onMappingRecord(anonymousMapping(11, 0x10000, 310));
     assert.equal(processes.resolve(11 as Pid, 0x40008 as Address, 400)?.fileOffset, 8);
     assert.equal(processes.resolve(11 as Pid, 0x10010 as Address, 400)?.fileOffset, 0x10);
     assert.equal(processes.resolve(11 as Pid, 0x20000 as Address, 400), null);
@@ -70,8 +53,8 @@ Deno.test("a process that exited before its records were handled resolves from t
 Deno.test("a new mapping replaces the part of an older one it covers", () => {
   withRecords({}, (processes) => {
     processes.onExecRecord(12 as Pid, 100);
-    processes.onMappingRecord({ ...anonymous(12, 0x40000, 200), end: 0x43000 as Address });
-    processes.onMappingRecord({ ...anonymous(12, 0x41000, 300), fileOffset: 0x9000 });
+    processes.onMappingRecord({ ...anonymousMapping(12, 0x40000, 200), end: 0x43000 as Address });
+    processes.onMappingRecord({ ...anonymousMapping(12, 0x41000, 300), fileOffset: 0x9000 });
     assert.deepEqual(
       processes.mappingsOf(12 as Pid).map((m) => [m.start, m.end, m.fileOffset]),
       [[0x40000, 0x41000, 0], [0x41000, 0x42000, 0x9000], [0x42000, 0x43000, 0x2000]],
@@ -82,12 +65,12 @@ Deno.test("a new mapping replaces the part of an older one it covers", () => {
 Deno.test("a sample taken before an exec resolves against the program before it", () => {
   withRecords({}, (processes) => {
     processes.onExecRecord(20 as Pid, 100);
-    processes.onMappingRecord(anonymous(20, 0x10000, 110));
+    processes.onMappingRecord(anonymousMapping(20, 0x10000, 110));
     processes.onExecRecord(20 as Pid, 500);
-    processes.onMappingRecord(anonymous(20, 0x70000, 510));
+    processes.onMappingRecord(anonymousMapping(20, 0x70000, 510));
     // The kernel maps the vdso near the end of the exec call; the loader, started, maps a library.
-    processes.onMappingRecord({ ...anonymous(20, 0x90000, 520), path: "[vdso]" });
-    processes.onMappingRecord(anonymous(20, 0xa0000, 650));
+    processes.onMappingRecord({ ...anonymousMapping(20, 0x90000, 520), path: "[vdso]" });
+    processes.onMappingRecord(anonymousMapping(20, 0xa0000, 650));
     // Taken at 300 (old program), at 600 (new program), at 505 in the exec call (user registers still the
     // old program's: the exec call ends after the vdso is mapped, before the loader maps anything), and
     // at 50, before the old program itself: nothing left to resolve it against.
@@ -112,14 +95,14 @@ Deno.test("records install the trie for processes BPF met, and not for those who
     for (const pid of [30, 31, 32]) {
       processes.onForkRecord(pid as Pid, 1 as Pid, 100);
       processes.onExecRecord(pid as Pid, 110);
-      processes.onMappingRecord(anonymous(pid, 0x10000, 120));
+      processes.onMappingRecord(anonymousMapping(pid, 0x10000, 120));
     }
     processes.installChanged(new Set([31 as Pid]));
     assert.deepEqual(bpf.pids(), [30], "31 is exiting; 32 was never met by BPF");
     assert.equal(processes.stats.reusedPids, 0, "the state made for 30 before its fork record is its own");
     assert.equal(processes.stats.syncs, 0);
     // A library mapped later reaches the trie at the next installChanged.
-    processes.onMappingRecord(anonymous(30, 0x20000, 200));
+    processes.onMappingRecord(anonymousMapping(30, 0x20000, 200));
     processes.installChanged(new Set());
     assert.deepEqual(
       bpf.entries().filter((entry) => entry.pid === 30).map((entry) => entry.start),
@@ -136,11 +119,11 @@ Deno.test("records install the trie for processes BPF met, and not for those who
 Deno.test("the exec call of a program that maps nothing after the vdso ends when the program is sampled", () => {
   withRecords({}, (processes) => {
     processes.onExecRecord(21 as Pid, 100);
-    processes.onMappingRecord(anonymous(21, 0x10000, 110));
+    processes.onMappingRecord(anonymousMapping(21, 0x10000, 110));
     processes.onExecRecord(21 as Pid, 500);
     // A static program: its own code, then the vdso, and nothing more.
-    processes.onMappingRecord(anonymous(21, 0x70000, 510));
-    processes.onMappingRecord({ ...anonymous(21, 0x90000, 520), path: "[vdso]" });
+    processes.onMappingRecord(anonymousMapping(21, 0x70000, 510));
+    processes.onMappingRecord({ ...anonymousMapping(21, 0x90000, 520), path: "[vdso]" });
     assert.equal(processes.resolve(21 as Pid, 0x10004 as Address, 600)?.fileOffset, 4, "still in exec");
     assert.equal(processes.resolve(21 as Pid, 0x70004 as Address, 700)?.fileOffset, 4);
     assert.equal(processes.resolve(21 as Pid, 0x10004 as Address, 800), null, "the program ran at 700");
@@ -150,13 +133,13 @@ Deno.test("the exec call of a program that maps nothing after the vdso ends when
 Deno.test("a forked child has its parent's mappings until it execs", () => {
   withRecords({}, (processes) => {
     processes.onExecRecord(40 as Pid, 100);
-    processes.onMappingRecord(anonymous(40, 0x10000, 110));
+    processes.onMappingRecord(anonymousMapping(40, 0x10000, 110));
     processes.onForkRecord(41 as Pid, 40 as Pid, 200);
     assert.equal(processes.resolve(41 as Pid, 0x10004 as Address, 250)?.fileOffset, 4);
     processes.onExecRecord(41 as Pid, 300);
-    processes.onMappingRecord(anonymous(41, 0x50000, 310));
-    processes.onMappingRecord({ ...anonymous(41, 0x90000, 320), path: "[vdso]" });
-    processes.onMappingRecord(anonymous(41, 0xa0000, 330));
+    processes.onMappingRecord(anonymousMapping(41, 0x50000, 310));
+    processes.onMappingRecord({ ...anonymousMapping(41, 0x90000, 320), path: "[vdso]" });
+    processes.onMappingRecord(anonymousMapping(41, 0xa0000, 330));
     assert.equal(processes.resolve(41 as Pid, 0x10004 as Address, 400), null);
     assert.equal(
       processes.resolve(40 as Pid, 0x10004 as Address, 400)?.fileOffset,
@@ -174,10 +157,10 @@ Deno.test("a process older than the session is read from /proc once; older recor
     assert.equal(processes.resolve(50 as Pid, 0x10004 as Address)?.fileOffset, 4);
     assert.equal(processes.stats.seeded, 1);
     // A mapping recorded before the read (stamped 2, long before now) is already in it: not added.
-    processes.onMappingRecord(anonymous(50, 0x30000, 2));
+    processes.onMappingRecord(anonymousMapping(50, 0x30000, 2));
     assert.equal(processes.resolve(50 as Pid, 0x30004 as Address), null);
     // One made after the read is.
-    processes.onMappingRecord(anonymous(50, 0x30000, Number.MAX_SAFE_INTEGER));
+    processes.onMappingRecord(anonymousMapping(50, 0x30000, Number.MAX_SAFE_INTEGER));
     assert.equal(processes.resolve(50 as Pid, 0x30004 as Address)?.fileOffset, 4);
     // The child, met, is read (it has no maps file here: it has exited).
     assert.equal(processes.resolve(51 as Pid, 0x10004 as Address), null);
@@ -190,7 +173,7 @@ Deno.test("a process older than the session is read from /proc once; older recor
 Deno.test("after records were lost, each process is read from /proc once when next met", () => {
   withRecords({ 60: mapsLine(0x60000) }, (processes) => {
     processes.onExecRecord(60 as Pid, 100);
-    processes.onMappingRecord(anonymous(60, 0x10000, 110));
+    processes.onMappingRecord(anonymousMapping(60, 0x10000, 110));
     assert.equal(processes.resolve(60 as Pid, 0x10004 as Address)?.fileOffset, 4);
     processes.recordsLost();
     // /proc says what it maps now (the mapping at 0x60000 was in the lost records).
@@ -219,7 +202,7 @@ Deno.test("the file of an exited process is opened by its path only when it is t
     const identity = { ...deviceOf(info), inode: info.ino! };
     withRecords({}, (processes) => {
       const record = (pid: number, inode: number): ExecutableMapping => ({
-        ...anonymous(pid, 0x10000, 100),
+        ...anonymousMapping(pid, 0x10000, 100),
         path,
         anonymous: false,
         file: { ...identity, inode },

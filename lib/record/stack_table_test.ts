@@ -1,3 +1,4 @@
+import { anonymousMapping } from "../testing/perf_records.ts";
 import assert from "node:assert/strict";
 import {
   EventKind,
@@ -12,8 +13,7 @@ import { FileRegistry } from "../process/file_registry.ts";
 import { ProcessManager } from "../process/process_manager.ts";
 import { PerfMaps } from "../symbolize/perf_maps.ts";
 import { RegularFile } from "../sys/regular_file.ts";
-import type { ExecutableMapping } from "../perf/perf_records.ts";
-import type { Address, Pid, Tid } from "../types.ts";
+import type { Pid } from "../types.ts";
 import { StackTable } from "./stack_table.ts";
 import {
   COPY_DATA,
@@ -320,24 +320,6 @@ Deno.test("StackTable unwinds a copied stack on the host, marks its frames and m
   }
 });
 
-/** An executable anonymous page at `start` of process `pid`, recorded by the kernel at `timeNs`. */
-function mappingRecord(pid: number, start: number, timeNs: number): ExecutableMapping {
-  return {
-    pid: pid as Pid,
-    tid: pid as Tid,
-    timeNs,
-    start: start as Address,
-    end: (start + 0x1000) as Address,
-    fileOffset: 0,
-    path: "//anon",
-    deleted: false,
-    anonymous: true,
-    buildId: null,
-    file: null,
-    prot: 5,
-  };
-}
-
 /** `absoluteTrace` taken at `ktimeNs`. */
 function traceAt(pid: number, addresses: number[], ktimeNs: number): DataView {
   const view = absoluteTrace(pid, addresses);
@@ -353,9 +335,9 @@ Deno.test("StackTable, fed the kernel's records, resolves traces against the pro
     const table = new StackTable(processes, files);
     // One drain: the records first (a fork, its exec, then exit), then the traces, then the end.
     table.onFork(800 as Pid, 1 as Pid, 100);
-    table.onMmap(mappingRecord(800, 0x10000, 110));
+    table.onMmap(anonymousMapping(800, 0x10000, 110));
     table.onExec(800 as Pid, "worker", 200);
-    table.onMmap(mappingRecord(800, 0x50000, 210));
+    table.onMmap(anonymousMapping(800, 0x50000, 210));
     table.onExit(800 as Pid, 400);
     table.endRecords();
     // Taken before the exec, in the program before it; then in the new one. Both after the exit was read.
@@ -382,9 +364,9 @@ Deno.test("StackTable unwinds a stack copied before its process exec'd in the pr
     using processes = new ProcessManager({ files, procRoot: root, kernelRecords: true });
     const table = new StackTable(processes, files);
     table.onFork(820 as Pid, 1 as Pid, 100);
-    table.onMmap(mappingRecord(820, 0x10000, 110));
+    table.onMmap(anonymousMapping(820, 0x10000, 110));
     table.onExec(820 as Pid, "worker", 200);
-    table.onMmap(mappingRecord(820, 0x50000, 210));
+    table.onMmap(anonymousMapping(820, 0x50000, 210));
     table.endRecords();
     // Copied at 150, in the program before the exec: the leaf and its caller are both in its page.
     const sp = 0x7ffd00000000;
@@ -413,7 +395,7 @@ Deno.test("StackTable keeps a process whose main thread exited when another thre
     // The kernel reports the old main thread's exit, then the exec, under the process's id.
     table.onExit(810 as Pid, 200);
     table.onExec(810 as Pid, "worker", 201);
-    table.onMmap(mappingRecord(810, 0x20000, 210));
+    table.onMmap(anonymousMapping(810, 0x20000, 210));
     table.endRecords();
     table.endDrain();
     assert.equal(processes.processCount, 1);

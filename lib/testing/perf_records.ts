@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { ExecutableMapping, MappingEventSink, RecordCounts } from "../perf/perf_records.ts";
 import { below, garbage, pick } from "./fuzz.ts";
-import type { Pid } from "../types.ts";
+import type { Address, Pid, Tid } from "../types.ts";
 
 /** What an MMAP2 record says. */
 export interface Mmap2Fields {
@@ -236,4 +236,22 @@ export function checkDelivered(sink: CollectingSink, counts: RecordCounts, deliv
       assert.ok(Number.isSafeInteger(m.fileOffset));
     }
   }
+}
+
+/** An executable anonymous mapping of a page at `start` of process `pid`, as recorded at `timeNs`. */
+export function anonymousMapping(pid: number, start: number, timeNs: number): ExecutableMapping {
+  return {
+    pid: pid as Pid,
+    tid: pid as Tid,
+    timeNs,
+    start: start as Address,
+    end: (start + 0x1000) as Address,
+    fileOffset: 0,
+    path: "//anon",
+    deleted: false,
+    anonymous: true,
+    buildId: null,
+    file: null,
+    prot: 5,
+  };
 }

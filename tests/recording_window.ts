@@ -49,6 +49,8 @@ export interface WatchedRecording {
 }
 
 const POLL_MS = 5;
+/** A recorder that takes longer than this to end after SIGINT is reported. */
+const SLOW_EXIT_MS = 5000;
 /** utime and stime are each truncated to a tick: a reading may be up to two ticks short. */
 const READING_SLACK = 2 / USER_HZ;
 
@@ -143,6 +145,7 @@ export async function recordWatchingCpu(
   let endHigh: (number | null)[] = [];
   let samplingSince = 0;
   let interrupted = false;
+  let interruptedAt = 0;
   let childrenCpu = 0;
   try {
     while (phase !== "after") {
@@ -170,6 +173,7 @@ export async function recordWatchingCpu(
         if (due && !interrupted) {
           child.kill("SIGINT");
           interrupted = true;
+          interruptedAt = performance.now();
         }
       } else if (events === 0) {
         endHigh = after;
@@ -183,6 +187,14 @@ export async function recordWatchingCpu(
     while (!finished) {
       childrenCpu = Math.max(childrenCpu, childrenCpuSeconds(child.pid) ?? 0);
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    // A recorder slow to end after Ctrl-C is a finding of its own; say so beside whatever fails next.
+    const endedAfterMs = performance.now() - interruptedAt;
+    if (interrupted && endedAfterMs > SLOW_EXIT_MS) {
+      console.log(`the recorder ended ${(endedAfterMs / 1000).toFixed(1)} s after SIGINT`);
+    } else if (!interrupted && (options.interruptAfterMs ?? options.interruptAfterCpuSeconds) !== undefined) {
+      const sampledMs = performance.now() - samplingSince;
+      console.log(`sampling ended before SIGINT was due, ${(sampledMs / 1000).toFixed(1)} s after it began`);
     }
   } catch (error) {
     // Never leave a recorder running behind a failed look.

@@ -141,6 +141,7 @@ static __always_inline int step_frame_pointer(struct trace *trace, struct unwind
   state->sp = fp + sizeof(record);
   state->fp = record[0];
   state->return_address = 1;
+  state->fp_stepped = 1;
   return STEP_CONTINUE;
 }
 
@@ -226,6 +227,77 @@ static __always_inline int step_go_cgo_call(struct trace *trace, struct unwind_s
   return STEP_CONTINUE;
 }
 
+// Copies the user registers and the stack from rsp up (COPIED_STACK_BYTES, or to where the stack ends)
+// behind the trace's frames, for the host to unwind with the files it knows: a process too young for the
+// trie, or code BPF has no deltas or mapping for yet (a library just mapped), mostly runs without frame
+// pointers, which the frame-pointer walk cannot follow. The registers are those of the leaf, or of the
+// frame where BPF's own unwinding stopped. Ends the trace.
+static __always_inline int copy_stack(struct trace *trace, struct unwind_state *state)
+{
+  __u32 n = trace->num_frames;
+  if (n >= MAX_FRAMES)
+    return stop(trace, UNWIND_STOP_TRUNCATED);
+  // Right behind the last frame: the record is sent as one run of bytes.
+  struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
+  __u64 sp = state->sp;
+  __u32 length = COPIED_STACK_BYTES;
+  __u32 skipped = 0;
+  __u8 last;
+  // The whole window when its last byte can be read (the stack is one mapping from rsp up) and then the
+  // whole of it; a failed read of the window costs its copy up to the fault, so it is tried only then.
+  if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + length - 1)) ||
+      bpf_probe_read_user(copy->data, length, (void *)sp)) {
+    // The stack ends within the window (a main thread's, a few KiB above main), or another mapping
+    // follows it there (the vdso may sit right above the stack): copy the pages past rsp's that follow
+    // each other, each found by reading its last byte.
+    __u32 head = PAGE_SIZE - (sp & (PAGE_SIZE - 1));
+    __u32 low = 0; // pages past rsp's page, all readable
+    for (int i = 1; i < COPIED_STACK_PAGES; i++) {
+      if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + head + i * PAGE_SIZE - 1)))
+        break;
+      low = i;
+    }
+    length = head + low * PAGE_SIZE;
+    if (length > COPIED_STACK_BYTES)
+      length = COPIED_STACK_BYTES;
+    barrier_var(length);
+    if (bpf_probe_read_user(copy->data, length, (void *)sp)) {
+      // rsp's own page is not in memory yet (a frame just made below what the stack ever used, or the
+      // page fault that brings it in): its callers' frames are above, from the next page on.
+      skipped = head;
+      length = low * PAGE_SIZE;
+      if (length > COPIED_STACK_BYTES)
+        length = COPIED_STACK_BYTES;
+      barrier_var(length);
+      if (length == 0 || bpf_probe_read_user(copy->data, length, (void *)(sp + skipped))) {
+        metric_increment(METRIC_STACK_COPY_FAILED);
+        length = 0;
+        skipped = 0;
+      }
+    }
+  }
+  copy->pc = state->pc;
+  copy->sp = sp;
+  copy->fp = state->fp;
+  copy->length = length;
+  copy->skipped = skipped;
+  copy->return_address = state->return_address;
+  trace->flags |= TRACE_FLAG_COPIED_STACK;
+  trace->num_labels = 0;
+  metric_increment(METRIC_STACKS_COPIED);
+  if (n > trace->kernel_frames)
+    metric_increment(METRIC_STACKS_COPIED_ABOVE_LEAF);
+  return stop(trace, UNWIND_STOP_STACK_COPIED);
+}
+
+// Whether the host may unwind the rest of the stack from a copy, from the frame at state->pc: copies are
+// on, no frame-pointer step guessed the registers, and no interpreter emitted frames (the host unwinds
+// natively only, and would put its loops' native frames where their interpreted frames belong).
+static __always_inline int may_copy_rest(struct unwind_state *state)
+{
+  return tracer_config.stack_copy != STACK_COPY_NEVER && !state->fp_stepped && state->interpreters_started == 0;
+}
+
 // One step using the stack deltas of the frame's file.
 static __always_inline int step_native(struct trace *trace, struct unwind_state *state, __u64 file_id, __u64 vaddr)
 {
@@ -242,10 +314,17 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
       __u8 *loaded = bpf_map_lookup_elem(&loaded_files, &file_id);
       if (loaded && *loaded == LOADED_FILE_COMPLETE)
         return stop(trace, UNWIND_STOP_NO_UNWIND_INFO);
-      // The host loads a file's deltas (a large file's, page by page) when its code first runs; until
-      // then, frame pointers.
+      if (loaded && *loaded == LOADED_FILE_FRAME_POINTERS)
+        return step_frame_pointer(trace, state);
+      // The host loads a file's deltas (a large file's, page by page) when its code first runs. Until
+      // then the host unwinds the rest of this stack from a copy, with those deltas; or, where copies
+      // are off, frame pointers.
       report_file(file_id, lookup, trace->hdr.pid);
       metric_increment(METRIC_UNWIND_FILE_PENDING);
+      if (may_copy_rest(state)) {
+        trace->num_frames--; // the frame at pc is the copy's first
+        return copy_stack(trace, state);
+      }
       return step_frame_pointer(trace, state);
     }
     state->delta_file_id = file_id;
@@ -309,65 +388,6 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
   return STEP_CONTINUE;
 }
 
-// Copies the user registers and the stack from rsp up (COPIED_STACK_BYTES, or to where the stack ends)
-// behind the trace's kernel frames, for the host to unwind once it knows the process's files: a process
-// too young for the trie mostly runs code without frame pointers, which the frame-pointer walk cannot
-// follow. Ends the trace.
-static __always_inline int copy_stack(struct trace *trace, struct unwind_state *state)
-{
-  __u32 n = trace->num_frames;
-  if (n > MAX_KERNEL_FRAMES)
-    return stop(trace, UNWIND_STOP_TRUNCATED);
-  // Right behind the last frame: the record is sent as one run of bytes.
-  struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
-  __u64 sp = state->sp;
-  __u32 length = COPIED_STACK_BYTES;
-  __u32 skipped = 0;
-  __u8 last;
-  // The whole window when its last byte can be read (the stack is one mapping from rsp up) and then the
-  // whole of it; a failed read of the window costs its copy up to the fault, so it is tried only then.
-  if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + length - 1)) ||
-      bpf_probe_read_user(copy->data, length, (void *)sp)) {
-    // The stack ends within the window (a main thread's, a few KiB above main), or another mapping
-    // follows it there (the vdso may sit right above the stack): copy the pages past rsp's that follow
-    // each other, each found by reading its last byte.
-    __u32 head = PAGE_SIZE - (sp & (PAGE_SIZE - 1));
-    __u32 low = 0; // pages past rsp's page, all readable
-    for (int i = 1; i < COPIED_STACK_PAGES; i++) {
-      if (bpf_probe_read_user(&last, sizeof(last), (void *)(sp + head + i * PAGE_SIZE - 1)))
-        break;
-      low = i;
-    }
-    length = head + low * PAGE_SIZE;
-    if (length > COPIED_STACK_BYTES)
-      length = COPIED_STACK_BYTES;
-    barrier_var(length);
-    if (bpf_probe_read_user(copy->data, length, (void *)sp)) {
-      // rsp's own page is not in memory yet (a frame just made below what the stack ever used, or the
-      // page fault that brings it in): its callers' frames are above, from the next page on.
-      skipped = head;
-      length = low * PAGE_SIZE;
-      if (length > COPIED_STACK_BYTES)
-        length = COPIED_STACK_BYTES;
-      barrier_var(length);
-      if (length == 0 || bpf_probe_read_user(copy->data, length, (void *)(sp + skipped))) {
-        metric_increment(METRIC_STACK_COPY_FAILED);
-        length = 0;
-        skipped = 0;
-      }
-    }
-  }
-  copy->pc = state->pc;
-  copy->sp = sp;
-  copy->fp = state->fp;
-  copy->length = length;
-  copy->skipped = skipped;
-  trace->flags |= TRACE_FLAG_COPIED_STACK;
-  trace->num_labels = 0;
-  metric_increment(METRIC_STACKS_COPIED);
-  return stop(trace, UNWIND_STOP_STACK_COPIED);
-}
-
 // What one frame step asks of the program that runs it.
 enum frame_result {
   FRAME_NEXT = 0,        // the frame is recorded and pc/sp/fp hold the caller's registers
@@ -390,8 +410,12 @@ __noinline int unwind_frame(void)
   struct unwind_state *state = tc.state;
   __u32 pid = trace->hdr.pid;
 
-  // Tests compare the host's unwinding of copies with this unwinder's: every stack is copied.
+  // Tests compare the host's unwinding of copies with this unwinder's: every stack is copied, at its leaf
+  // or at the leaf's caller.
   if (tracer_config.stack_copy == STACK_COPY_ALL && trace->num_frames == trace->kernel_frames)
+    return copy_stack(trace, state);
+  if (tracer_config.stack_copy == STACK_COPY_ABOVE_LEAF && trace->num_frames == trace->kernel_frames + 1 &&
+      !state->fp_stepped)
     return copy_stack(trace, state);
 
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
@@ -439,10 +463,12 @@ __noinline int unwind_frame(void)
     } else {
       metric_increment(METRIC_PROCESS_UNKNOWN);
       report_process(EVENT_KIND_PROCESS_UNKNOWN, pid);
-      // At the leaf, the whole stack is the host's to unwind.
-      if (tracer_config.stack_copy != STACK_COPY_NEVER && trace->num_frames == trace->kernel_frames)
-        return copy_stack(trace, state);
     }
+    // The host learns of new mappings from the kernel's records, in order, before it reads this trace:
+    // it can unwind the rest now, where the trie waits for the process to be read again (at most every
+    // REPORT_INTERVAL_NS).
+    if (may_copy_rest(state))
+      return copy_stack(trace, state);
   }
   if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
     return stop(trace, UNWIND_STOP_TRUNCATED);

@@ -53,9 +53,7 @@ static __always_inline void trace_send(struct trace *trace)
   __u64 size = __builtin_offsetof(struct trace, frames) + (__u64)n * sizeof(struct frame);
   __u32 labels = trace->num_labels;
   if (trace->flags & TRACE_FLAG_COPIED_STACK) {
-    // Only kernel frames precede the copy (copy_stack).
-    if (n > MAX_KERNEL_FRAMES)
-      n = MAX_KERNEL_FRAMES;
+    // Right behind the last frame (copy_stack); copy_room leaves space for it after any number of them.
     struct copied_stack *copy = (struct copied_stack *)&trace->frames[n];
     __u32 length = copy->length;
     if (length > COPIED_STACK_BYTES)

@@ -116,6 +116,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   state->mapping_interpreter = 0;
   state->interpreter_done = 0;
   state->process_reported = 0;
+  state->fp_stepped = 0;
   state->interpreters_started = 0;
   state->interpreters_done = 0;
 

@@ -92,8 +92,12 @@ enum trace_flag {
 // When the native unwinder copies the user stack for the host rather than walking it (tracer_config).
 enum stack_copy_mode {
   STACK_COPY_NEVER = 0,   // frame pointers where the process's mappings are unknown
-  STACK_COPY_UNKNOWN = 1, // copy the stacks of processes whose mappings are not installed yet
+  // Copy the rest of a stack from where BPF meets code it has no mapping or deltas for yet: a process
+  // not installed yet (from its leaf), a library just mapped, a file whose deltas are still loading.
+  STACK_COPY_UNKNOWN = 1,
   STACK_COPY_ALL = 2,     // copy every user stack (tests: host and BPF unwinding compared)
+  STACK_COPY_ABOVE_LEAF = 3, // copy every user stack from its leaf's caller on (tests: the host goes on
+                             // from a frame BPF unwound)
 };
 
 // Counters kept in the per-CPU `metrics` array and reported by the host.
@@ -122,6 +126,7 @@ enum metric_id {
   METRIC_UNWIND_GO_STACK_BAD = 21,      // stopped: a Go stack switch whose saved values were not usable
   METRIC_STACKS_COPIED = 22,            // user stacks copied into the trace for the host to unwind
   METRIC_STACK_COPY_FAILED = 23,        // a stack to copy could not be read at all (sent without user frames)
+  METRIC_STACKS_COPIED_ABOVE_LEAF = 24, // of those copied, ones BPF unwound part of first (a file or mapping new to it)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -151,10 +156,12 @@ enum stack_delta_constants {
   STACK_DELTA_BUCKET_LARGEST = 23,
   // stack_delta.unwind_info with this bit set is an unwind_command, not an index into unwind_info_array.
   DELTA_COMMAND_FLAG = 0x8000,
-  // loaded_files values: every page of the file is in the tables (a page without rows has no CFI), or
-  // pages are loaded one at a time as the unwinder meets them.
+  // loaded_files values: every page of the file is in the tables (a page without rows has no CFI);
+  // pages are loaded one at a time as the unwinder meets them; or the host has no tables for it and never
+  // will (it could not read the ELF file): frame pointers, without asking again.
   LOADED_FILE_COMPLETE = 1,
   LOADED_FILE_BY_PAGE = 2,
+  LOADED_FILE_FRAME_POINTERS = 3,
   // unwind_info.merge_opcode: the low 7 bits are the distance to a second rule merged into this one
   // (a push or pop right after), whose CFA offset is param + 8, or param - 8 with this bit.
   MERGE_OPCODE_NEGATIVE = 0x80,
@@ -248,13 +255,16 @@ struct copied_stack {
   __u64 fp;
   __u32 length;        // bytes of the stack copied from sp + skipped on: the window, or less where it ends
   __u32 skipped;       // bytes above sp not copied: 0, or to the end of sp's page when it could not be read
+  __u8 return_address; // pc is a return address (BPF unwound the frames below it), not the interrupted one
+  __u8 pad[7];
   __u8 data[COPIED_STACK_BYTES];
 };
 
 // A sampled stack. The ring buffer record holds frames[0..num_frames) and right behind them num_labels
 // labels (struct trace_label); kernel frames first (leaf first), then user frames (leaf first). Labels
 // being part of the record, traces with different labels never count as the same stack. A trace with
-// TRACE_FLAG_COPIED_STACK has only kernel frames and, behind them, a struct copied_stack instead.
+// TRACE_FLAG_COPIED_STACK has, behind its frames, a struct copied_stack instead of labels: the host
+// unwinds the rest of the stack from it.
 struct trace {
   struct event_header hdr;
   char comm[COMM_LEN];
@@ -403,7 +413,8 @@ struct unwind_state {
   // The interpreter unwinder has handled the frame at pc: unwind it natively now, without dispatching.
   __u8 interpreter_done;
   __u8 process_reported;    // this trace has reported its process as unknown or stale
-  __u8 pad;
+  // A frame-pointer step was taken in this trace: the registers from there on may be a guess.
+  __u8 fp_stepped;
   // Frames unwound each way in this trace, added to the metrics once when it ends (a map update per
   // frame would cost more than the frame).
   __u16 native_frames;

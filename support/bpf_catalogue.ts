@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16900, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16908, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,
@@ -140,7 +140,7 @@ export const BPF_MAPS = {
   rule_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 16648, maxEntries: 1 },
   stack_delta_page_to_info: { type: BpfMapType.Hash, keySize: 16, valueSize: 12, maxEntries: 65536 },
   trace_labels: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 1360, maxEntries: 1 },
-  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22432, maxEntries: 1 },
+  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22440, maxEntries: 1 },
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
   unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
 } as const;

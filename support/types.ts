@@ -10,9 +10,9 @@ export const eventHeaderLayout = {
   tid: { offset: 20, size: 4 }, // __u32
 } as const;
 
-/** Layout of C `struct trace` (22432 bytes). */
+/** Layout of C `struct trace` (22440 bytes). */
 export const traceLayout = {
-  sizeof: 22432,
+  sizeof: 22440,
   hdr: { offset: 0, size: 24 }, // struct event_header
   comm: { offset: 24, size: 16, count: 16, elementSize: 1 }, // char[16]
   num_frames: { offset: 40, size: 2 }, // __u16
@@ -23,7 +23,7 @@ export const traceLayout = {
   flags: { offset: 47, size: 1 }, // __u8
   frames: { offset: 48, size: 4608, count: 192, elementSize: 24 }, // struct frame[192]
   label_room: { offset: 4656, size: 1360, count: 10, elementSize: 136 }, // struct trace_label[10]
-  copy_room: { offset: 6016, size: 16416 }, // struct copied_stack
+  copy_room: { offset: 6016, size: 16424 }, // struct copied_stack
 } as const;
 
 /** Layout of C `struct frame` (24 bytes). */
@@ -154,15 +154,17 @@ export const kernelNameBatchLayout = {
   names: { offset: 520, size: 8192, count: 64, elementSize: 128 }, // char[64][128]
 } as const;
 
-/** Layout of C `struct copied_stack` (16416 bytes). */
+/** Layout of C `struct copied_stack` (16424 bytes). */
 export const copiedStackLayout = {
-  sizeof: 16416,
+  sizeof: 16424,
   pc: { offset: 0, size: 8 }, // __u64
   sp: { offset: 8, size: 8 }, // __u64
   fp: { offset: 16, size: 8 }, // __u64
   length: { offset: 24, size: 4 }, // __u32
   skipped: { offset: 28, size: 4 }, // __u32
-  data: { offset: 32, size: 16384, count: 16384, elementSize: 1 }, // __u8[16384]
+  return_address: { offset: 32, size: 1 }, // __u8
+  pad: { offset: 33, size: 7, count: 7, elementSize: 1 }, // __u8[7]
+  data: { offset: 40, size: 16384, count: 16384, elementSize: 1 }, // __u8[16384]
 } as const;
 
 /** Layout of C `struct go_proc_info` (16 bytes). */
@@ -294,6 +296,7 @@ export const MetricId = {
   UnwindGoStackBad: 21,
   StacksCopied: 22,
   StackCopyFailed: 23,
+  StacksCopiedAboveLeaf: 24,
   RuntimesFirst: 32,
   Count: 64,
 } as const;
@@ -330,6 +333,7 @@ export const StackDeltaConstants = {
   DeltaCommandFlag: 32768,
   LoadedFileComplete: 1,
   LoadedFileByPage: 2,
+  LoadedFileFramePointers: 3,
   MergeOpcodeNegative: 128,
   BitWidthPid: 32,
   BitWidthPage: 64,
@@ -402,6 +406,7 @@ export const StackCopyMode = {
   Never: 0,
   Unknown: 1,
   All: 2,
+  AboveLeaf: 3,
 } as const;
 /** One value of {@linkcode StackCopyMode}. */
 export type StackCopyMode = (typeof StackCopyMode)[keyof typeof StackCopyMode];
@@ -487,5 +492,5 @@ export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFram
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 16864,
+  tracer_config: 16872,
 } as const;

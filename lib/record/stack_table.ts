@@ -42,6 +42,7 @@ import {
   COPY_FP,
   COPY_LENGTH,
   COPY_PC,
+  COPY_RETURN_ADDRESS,
   COPY_SKIPPED,
   COPY_SP,
   FRAME_ADDRESS,
@@ -65,6 +66,7 @@ import {
   TRACE_COMM,
   TRACE_FLAGS,
   TRACE_FRAMES,
+  TRACE_KERNEL_FRAMES,
   TRACE_NUM_FRAMES,
   TRACE_NUM_LABELS,
   TRACE_STOP_REASON,
@@ -179,6 +181,8 @@ export class StackTable implements RecordSink, MappingEventSink {
     pc: 0,
     sp: 0,
     fp: 0,
+    returnAddress: false,
+    framesBefore: 0,
     view: new DataView(new ArrayBuffer(0)),
     data: 0,
     length: 0,
@@ -418,17 +422,20 @@ export class StackTable implements RecordSink, MappingEventSink {
   }
 
   /**
-   * Unwinds the copied stack behind the kernel frames of the trace at `offset` (`numFrames` of them) into
-   * `frames`; returns the UnwindStopReason.
+   * Unwinds the copied stack behind the frames of the trace at `offset` into `frames`, after the frames
+   * BPF unwound; returns the UnwindStopReason.
    */
   #unwindCopy(view: DataView, offset: number, length: number, pid: Pid, frames: StackFrame[]): number {
-    const at = offset + TRACE_FRAMES + view.getUint16(offset + TRACE_NUM_FRAMES, true) * FRAME_SIZE;
+    const numFrames = view.getUint16(offset + TRACE_NUM_FRAMES, true);
+    const at = offset + TRACE_FRAMES + numFrames * FRAME_SIZE;
     const copy = this.#copy;
     copy.view = view;
     copy.takenAtNs = readU64(view, offset + RECORD_KTIME);
     copy.pc = readU64(view, at + COPY_PC);
     copy.sp = readU64(view, at + COPY_SP);
     copy.fp = readU64(view, at + COPY_FP);
+    copy.returnAddress = view.getUint8(at + COPY_RETURN_ADDRESS) !== 0;
+    copy.framesBefore = numFrames - view.getUint16(offset + TRACE_KERNEL_FRAMES, true);
     copy.data = at + COPY_DATA;
     copy.start = copy.sp + view.getUint32(at + COPY_SKIPPED, true);
     // Never past the record, whatever the length field says.

@@ -48,4 +48,5 @@ export const COPY_SP = copiedStackLayout.sp.offset;
 export const COPY_FP = copiedStackLayout.fp.offset;
 export const COPY_LENGTH = copiedStackLayout.length.offset;
 export const COPY_SKIPPED = copiedStackLayout.skipped.offset;
+export const COPY_RETURN_ADDRESS = copiedStackLayout.return_address.offset;
 export const COPY_DATA = copiedStackLayout.data.offset;

@@ -1,6 +1,7 @@
 /**
  * Unwinds, on the host, a user stack that BPF copied into a trace (struct copied_stack: the registers and
- * the stack from rsp up) because the process's mappings were not in the trie yet. Each frame is unwound
+ * the stack from rsp up) because the process's mappings, or a file's deltas, were not in BPF yet: from
+ * the leaf, or from the frame where BPF's own unwinding met them. Each frame is unwound
  * with the very stack deltas and rules the BPF unwinder would have used (bpf/native_unwinder.bpf.c):
  * the file's rows, loaded now if BPF never asked for them; the CFA from rsp or rbp, the PLT expression,
  * saved rbp, the frame-pointer command and walk, signal frames; it stops where BPF would, or where the
@@ -13,7 +14,7 @@
  * ```ts ignore
  * import { CopiedStackUnwinder } from "./copied_stack_unwinder.ts";
  * const unwinder = new CopiedStackUnwinder(processes, files);
- * const copy = { pc, sp, fp, view, data, length, start: sp };
+ * const copy = { pc, sp, fp, returnAddress: false, framesBefore: 0, view, data, length, start: sp };
  * const stop = unwinder.unwind(pid, copy, (address, returnAddress, at) => {
  *   frames.push(at ? `${at.mapping.file.path}+${at.fileOffset}` : `0x${address.toString(16)}`);
  * });
@@ -41,6 +42,10 @@ export interface CopiedStack {
   pc: number;
   sp: number;
   fp: number;
+  /** pc is a return address (BPF unwound the frames below it), not the interrupted instruction. */
+  returnAddress: boolean;
+  /** User frames BPF unwound before the copy: they count against the same limit. */
+  framesBefore: number;
   /** The record's buffer; the copy's bytes are at [data, data + length). */
   view: DataView;
   data: number;
@@ -125,10 +130,10 @@ export class CopiedStackUnwinder {
     this.#pc = copy.pc;
     this.#sp = copy.sp;
     this.#fp = copy.fp;
-    this.#returnAddress = false;
+    this.#returnAddress = copy.returnAddress;
     let stop: number = UnwindStopReason.Truncated;
     let frames = 0;
-    for (; frames < Limits.MaxFrameUnwinds; frames++) {
+    for (; frames < Limits.MaxFrameUnwinds - copy.framesBefore; frames++) {
       const result = this.#frame(pid, sink);
       if (result !== STEP_CONTINUE) {
         stop = result;

@@ -60,14 +60,25 @@ function unwinder(rules: Map<number, Rule>) {
   return { instance, lookups };
 }
 
-/** A copied stack at `sp` holding `words` (8 bytes each) from `start` (default: sp). */
+/** A copied stack at `sp` holding `words` (8 bytes each) from `start` (default: sp), taken at the leaf. */
 function copyOf(pc: number, sp: number, fp: number, words: number[], start = sp): CopiedStack {
   const view = new DataView(new ArrayBuffer(16 + words.length * 8));
   words.forEach((word, i) => {
     view.setUint32(16 + i * 8, word % 2 ** 32, true);
     view.setUint32(16 + i * 8 + 4, Math.floor(word / 2 ** 32), true);
   });
-  return { takenAtNs: -1, pc, sp, fp, view, data: 16, length: words.length * 8, start };
+  return {
+    takenAtNs: -1,
+    pc,
+    sp,
+    fp,
+    returnAddress: false,
+    framesBefore: 0,
+    view,
+    data: 16,
+    length: words.length * 8,
+    start,
+  };
 }
 
 function run(rules: Map<number, Rule>, copy: CopiedStack) {
@@ -114,6 +125,30 @@ Deno.test("CopiedStackUnwinder follows CFA rules from rsp and rbp to the outermo
   assert.deepEqual(result.detail.map((f) => f.returnAddress), [false, true, true]);
   assert.equal(result.stop, UnwindStopReason.EndOfStack);
   assert.deepEqual(result.stats, { samples: 1, frames: 3, stops: { EndOfStack: 1 } });
+});
+
+Deno.test("CopiedStackUnwinder goes on from a frame above the leaf where BPF stopped", () => {
+  // BPF unwound two frames and met a file whose deltas were not loaded at the return address 0x402005:
+  // the copy starts there, so the lookup is at the call (0x402004), and the frames it gives share the
+  // trace's limit with BPF's two.
+  const words = [
+    0x403009, // SP + 0: return address of the frame at 0x402005 (CFA = SP + 8)
+  ];
+  const rules = new Map<number, Rule>([
+    [0x402004, sp(8)],
+    [0x403008, { command: UnwindCommand.Stop }],
+  ]);
+  const copy = { ...copyOf(0x402005, SP, 0, words), returnAddress: true, framesBefore: 2 };
+  const result = run(rules, copy);
+  assert.deepEqual(result.frames, [0x402005, 0x403009]);
+  assert.deepEqual(result.lookups, [0x402004, 0x403008]);
+  assert.deepEqual(result.detail.map((f) => f.returnAddress), [true, true]);
+  assert.equal(result.stop, UnwindStopReason.EndOfStack);
+
+  const full = { ...copy, framesBefore: Limits.MaxFrameUnwinds - 1 };
+  const limited = run(rules, full);
+  assert.deepEqual(limited.frames, [0x402005], "one frame left of the trace's limit");
+  assert.equal(limited.stop, UnwindStopReason.Truncated);
 });
 
 Deno.test("CopiedStackUnwinder applies the PLT expression and the frame-pointer command", () => {

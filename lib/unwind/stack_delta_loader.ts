@@ -110,8 +110,8 @@ export interface FileDeltas {
   byPage: ByPage | null;
   /** The tables were loaded (or failed to load): never try again. */
   tablesDone: boolean;
-  /** `loaded_files` holds the file. */
-  marked: boolean;
+  /** What `loaded_files` holds for the file (StackDeltaConstants.LoadedFile*), or 0 when nothing. */
+  mark: number;
 }
 
 /** The stack-delta maps of one BPF object, and what loading into them cost. */
@@ -136,10 +136,15 @@ export class StackDeltaLoader {
     return { ...this.#stats, deltaBytes: this.#maps.bytes };
   }
 
-  /** The deltas of `file`, known to BPF as `bpfId`, with its program headers `segments`: none loaded yet. */
+  /**
+   * The deltas of `file`, known to BPF as `bpfId`, with its program headers `segments`: none loaded yet.
+   * A file whose program headers could not be read is marked at once for BPF to follow frame pointers in
+   * it without asking for its tables, or copying stacks for the host to unwind: it could do no better.
+   */
   forFile(bpfId: number, file: MappedFile, segments: readonly LoadSegment[]): FileDeltas {
-    const tablesDone = segments.length === 0 || !file.readable;
-    return { bpfId, file, segments, whole: null, byPage: null, tablesDone, marked: false };
+    const deltas = unloaded(bpfId, file, segments);
+    if (deltas.tablesDone) this.#mark(deltas, StackDeltaConstants.LoadedFileFramePointers);
+    return deltas;
   }
 
   /**
@@ -169,7 +174,11 @@ export class StackDeltaLoader {
     if (deltas === null) {
       const page = file.byPage?.pages.get(Math.floor(lookup / PAGE_SIZE));
       // A page that failed to load, or a file whose tables failed: BPF follows frame pointers there.
-      if (!page) return file.marked && !file.byPage ? RuleLookup.NoInfo : RuleLookup.FramePointer;
+      if (!page) {
+        return file.mark === StackDeltaConstants.LoadedFileComplete
+          ? RuleLookup.NoInfo
+          : RuleLookup.FramePointer;
+      }
       deltas = page.deltas;
     }
     const row = findDeltaRow(deltas, lookup);
@@ -189,13 +198,13 @@ export class StackDeltaLoader {
     for (const page of file.byPage?.pages.values() ?? []) {
       if (page) this.#maps.unload(file.bpfId, page.deltas, page.rowsId);
     }
-    if (file.marked) this.#loadedFiles.delete(u64Key(file.bpfId));
-    Object.assign(file, this.forFile(file.bpfId, file.file, file.segments));
+    if (file.mark !== 0) this.#loadedFiles.delete(u64Key(file.bpfId));
+    Object.assign(file, unloaded(file.bpfId, file.file, file.segments));
   }
 
   #mark(file: FileDeltas, how: number): void {
     this.#loadedFiles.update(u64Key(file.bpfId), new Uint8Array([how]));
-    file.marked = true;
+    file.mark = how;
   }
 
   #loadTables(loaded: FileDeltas, whole: boolean): void {
@@ -373,4 +382,10 @@ function framePointerTable(start: number, end: number): UnwindTable {
     fdeCount: 0,
     skipped: [],
   };
+}
+
+/** A file's deltas as before anything is loaded or marked. */
+function unloaded(bpfId: number, file: MappedFile, segments: readonly LoadSegment[]): FileDeltas {
+  const tablesDone = segments.length === 0 || !file.readable;
+  return { bpfId, file, segments, whole: null, byPage: null, tablesDone, mark: 0 };
 }

@@ -91,12 +91,12 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
 /**
- * The largest trace record: every frame and every label, or the kernel frames and a whole stack copy (a
- * process BPF did not know yet).
+ * The largest trace record: every frame and every label, or every frame but the last and a whole stack
+ * copy (BPF copies the rest of a stack where it meets code it has no mapping or deltas for yet).
  */
 const MAX_TRACE_RECORD = Math.max(
   traceLayout.copy_room.offset,
-  traceLayout.frames.offset + Limits.MaxKernelFrames * frameLayout.sizeof + copiedStackLayout.sizeof,
+  traceLayout.frames.offset + (Limits.MaxFrames - 1) * frameLayout.sizeof + copiedStackLayout.sizeof,
 );
 
 /**

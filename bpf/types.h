@@ -277,7 +277,7 @@ struct trace {
   struct frame frames[MAX_FRAMES];
   // Room for the labels behind the last frame the trace may have.
   struct trace_label label_room[MAX_TRACE_LABELS];
-  // Room for a copied stack behind the kernel frames (TRACE_FLAG_COPIED_STACK).
+  // Room for a copied stack behind the last frame (TRACE_FLAG_COPIED_STACK).
   struct copied_stack copy_room;
 };
 

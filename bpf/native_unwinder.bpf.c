@@ -291,11 +291,20 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
 }
 
 // Whether the host may unwind the rest of the stack from a copy, from the frame at state->pc: copies are
-// on, no frame-pointer step guessed the registers, and no interpreter emitted frames (the host unwinds
-// natively only, and would put its loops' native frames where their interpreted frames belong).
+// on, no frame-pointer step guessed the registers, no interpreter emitted frames (the host unwinds
+// natively only, and would put its loops' native frames where their interpreted frames belong), and the
+// ring buffer is at most half full. The ring is sized for some copies, not for every sample being one: a
+// burst of them (a storm of new processes while the host is busy) falls back to frame pointers rather than
+// losing traces.
 static __always_inline int may_copy_rest(struct unwind_state *state)
 {
-  return tracer_config.stack_copy != STACK_COPY_NEVER && !state->fp_stepped && state->interpreters_started == 0;
+  if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started)
+    return 0;
+  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+    metric_increment(METRIC_STACK_COPY_RING_FULL);
+    return 0;
+  }
+  return 1;
 }
 
 // One step using the stack deltas of the frame's file.

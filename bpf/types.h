@@ -127,6 +127,7 @@ enum metric_id {
   METRIC_STACKS_COPIED = 22,            // user stacks copied into the trace for the host to unwind
   METRIC_STACK_COPY_FAILED = 23,        // a stack to copy could not be read at all (sent without user frames)
   METRIC_STACKS_COPIED_ABOVE_LEAF = 24, // of those copied, ones BPF unwound part of first (a file or mapping new to it)
+  METRIC_STACK_COPY_RING_FULL = 25,     // copies not made, the ring buffer being over half full (frame pointers instead)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,

@@ -297,6 +297,7 @@ export const MetricId = {
   StacksCopied: 22,
   StackCopyFailed: 23,
   StacksCopiedAboveLeaf: 24,
+  StackCopyRingFull: 25,
   RuntimesFirst: 32,
   Count: 64,
 } as const;

@@ -188,6 +188,46 @@ Deno.test(
   }),
 );
 
+Deno.test(
+  tracingTest(
+    "Tracer makes no copy while its ring buffer is over half full, and counts each one not made",
+    async () => {
+      const chain = await buildWorkload("chain", ["-O2", "-fomit-frame-pointer"], "-nofp");
+      const workload = new SampledWorkload(chain, ["1"]);
+      // No process manager: each stack of the workload is one to copy. A 64 KiB ring holds a few copies
+      // (up to 16 KiB of stack each) before it is half full, and is not drained while the workload runs.
+      using tracer = workload.startTracer({
+        frequencyHz: 999,
+        pids: [workload.child.pid as Pid],
+        ringBufferBytes: 64 << 10,
+      });
+      await workload.sampledCpu();
+      tracer.stopSampling();
+      const collector = new Collector();
+      tracer.drain(collector);
+      const metrics = tracer.metrics();
+      const copies = collector.records.filter((record) =>
+        record.kind === EventKind.Trace && record.copy !== null
+      );
+      console.log(
+        `ring of 64 KiB: ${metrics.Samples} samples, ${metrics.StacksCopied} copied, ` +
+          `${metrics.StackCopyRingFull} not copied (ring over half full), ${metrics.TracesLost} lost`,
+      );
+      assert.ok(metrics.Samples >= 500, `${metrics.Samples} samples of 1 s of CPU at 999 Hz`);
+      // Each sample was copied or refused a copy, never both, and the copies fit in half the ring.
+      assert.equal(metrics.StacksCopied + metrics.StackCopyRingFull, metrics.Samples);
+      assert.ok(metrics.StackCopyRingFull > 0, "the ring filled past half");
+      assert.equal(copies.length, metrics.StacksCopied, "no copy was lost");
+      // Each copy began with the ring at most half full (32 KiB), the last one too (up to 16 KiB of stack).
+      const copied = copies.reduce((sum, record) => sum + record.copy!.length, 0);
+      assert.ok(
+        copies.length >= 1 && copied <= (32 << 10) + Limits.CopiedStackBytes,
+        `${copied} bytes copied`,
+      );
+    },
+  ),
+);
+
 Deno.test(tracingTest("Tracer creates its large hash maps empty where the kernel allows it", () => {
   using tracer = Tracer.start({ frequencyHz: 99, paused: true });
   // Linux 6.1 made hash map elements safe to allocate in NMI context (bpf_mem_alloc): read here from the

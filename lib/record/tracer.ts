@@ -90,22 +90,34 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
  */
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
+/** The largest trace record without a stack copy: every frame and every label. */
+const MAX_TRACE_RECORD = traceLayout.copy_room.offset;
 /**
- * The largest trace record: every frame and every label, or every frame but the last and a whole stack
- * copy (BPF copies the rest of a stack where it meets code it has no mapping or deltas for yet).
+ * The largest trace record with a stack copy: every frame but the last and a whole copy (BPF copies the
+ * rest of a stack where it meets code it has no mapping or deltas for yet).
  */
-const MAX_TRACE_RECORD = Math.max(
-  traceLayout.copy_room.offset,
-  traceLayout.frames.offset + (Limits.MaxFrames - 1) * frameLayout.sizeof + copiedStackLayout.sizeof,
-);
+const MAX_COPY_RECORD = traceLayout.frames.offset + (Limits.MaxFrames - 1) * frameLayout.sizeof +
+  copiedStackLayout.sizeof;
+/**
+ * The share of samples the ring buffer is sized to hold as copies. BPF makes no copy past half full (it
+ * follows frame pointers instead), so a burst of new processes costs completeness, never lost traces.
+ */
+const COPY_SHARE = 0.25;
 
 /**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
- * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
- * twice and count fully towards the profiler's memory.
+ * (every CPU at the full rate with maximum-size traces, a quarter of them copies, or all of them when
+ * every stack is copied), within 256 KiB..16 MiB: its pages are mapped twice, at once, and count fully
+ * towards the profiler's memory.
  */
-function ringBufferBytes(cpus: number, frequencyHz: number): number {
-  const worst = cpus * frequencyHz * MAX_TRACE_RECORD * 0.25;
+function ringBufferBytes(cpus: number, frequencyHz: number, stackCopy: StackCopyMode): number {
+  const copyShare = stackCopy === StackCopyMode.All || stackCopy === StackCopyMode.AboveLeaf
+    ? 1
+    : stackCopy === StackCopyMode.Never
+    ? 0
+    : COPY_SHARE;
+  const record = (1 - copyShare) * MAX_TRACE_RECORD + copyShare * MAX_COPY_RECORD;
+  const worst = cpus * frequencyHz * record * 0.25;
   let bytes = 256 << 10;
   while (bytes < worst && bytes < 16 << 20) bytes *= 2;
   return bytes;
@@ -150,7 +162,8 @@ export class Tracer {
     const periodNs = Math.round(1e9 / options.frequencyHz);
     const filtered = (options.pids?.length ?? 0) > 0 || (options.followChildrenOf?.length ?? 0) > 0;
     const cpus = onlineCpus();
-    const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, options.frequencyHz);
+    const stackCopy = options.stackCopy ?? StackCopyMode.Unknown;
+    const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, options.frequencyHz, stackCopy);
     const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
     let unwinders: UnwindProgramTable;
     try {
@@ -165,7 +178,7 @@ export class Tracer {
       const config = rodataOffsets.tracer_config;
       rodata[config + tracerConfigLayout.filter_pids.offset] = filtered ? 1 : 0;
       rodata[config + tracerConfigLayout.sample_idle.offset] = options.sampleIdle ? 1 : 0;
-      rodata[config + tracerConfigLayout.stack_copy.offset] = options.stackCopy ?? StackCopyMode.Unknown;
+      rodata[config + tracerConfigLayout.stack_copy.offset] = stackCopy;
       // Sampling itself would cost the most exactly when the profiler is busiest (symbolizing).
       new DataView(rodata.buffer, rodata.byteOffset).setUint32(
         config + tracerConfigLayout.self_pid.offset,

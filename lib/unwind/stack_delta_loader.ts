@@ -143,7 +143,18 @@ export class StackDeltaLoader {
    */
   forFile(bpfId: number, file: MappedFile, segments: readonly LoadSegment[]): FileDeltas {
     const deltas = unloaded(bpfId, file, segments);
-    if (deltas.tablesDone) this.#mark(deltas, StackDeltaConstants.LoadedFileFramePointers);
+    if (deltas.tablesDone) {
+      try {
+        this.#mark(deltas, StackDeltaConstants.LoadedFileFramePointers);
+      } catch (error) {
+        // Unmarked, BPF asks for the file now and then, in vain, and copies its stacks: slower, not wrong.
+        // Not counted again: a file whose headers could not be read was counted as failed then.
+        logger.debug("Cannot mark {path} for frame pointers: {error}", {
+          path: file.path,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
     return deltas;
   }
 

@@ -300,7 +300,7 @@ static __always_inline int may_copy_rest(struct unwind_state *state)
 {
   if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started)
     return 0;
-  if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+  if (events_over_half_full()) {
     metric_increment(METRIC_STACK_COPY_RING_FULL);
     return 0;
   }

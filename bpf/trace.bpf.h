@@ -43,6 +43,13 @@ static __always_inline int interpreter_walk_begins(struct unwind_state *state, _
   return 1;
 }
 
+// Whether the ring buffer is more than half full: the host is woken then, and no stack copy is made
+// until it has drained (native_unwinder.bpf.c).
+static __always_inline int events_over_half_full(void)
+{
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2;
+}
+
 // Copies the used part of the trace into the ring buffer. Called by the stop program, and directly when
 // a tail call fails so that the sample is still counted.
 static __always_inline void trace_send(struct trace *trace)
@@ -75,9 +82,7 @@ static __always_inline void trace_send(struct trace *trace)
   }
   // No wakeup: the host drains the ring buffer on a slow timer, so waking it per sample would only cost;
   // but once the buffer is half full it must drain before traces are lost.
-  __u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2
-                  ? BPF_RB_FORCE_WAKEUP
-                  : BPF_RB_NO_WAKEUP;
+  __u64 flags = events_over_half_full() ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
   if (bpf_ringbuf_output(&events, trace, size, flags))
     metric_increment(METRIC_TRACES_LOST);
 }

@@ -16,6 +16,7 @@ import {
   V8_FLAGS,
 } from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { parseReadelfFrames, runReadelf } from "../lib/unwind/testdata/readelf_frames.ts";
 import { assertSampleCount, reportedCpuSeconds, reportedLost, StealMeter } from "./sample_bounds.ts";
 
 const FP_FLAGS = ["-O2", "-fno-omit-frame-pointer"];
@@ -250,20 +251,17 @@ Deno.test(
       // Code no FDE covers (crt's frame_dummy and friends) has no known start: its leaves keep their exact
       // address. The PLT has one FDE and no symbol: its stubs are named after its start. readelf says
       // what the FDEs cover.
-      const frames = await new Deno.Command("readelf", { args: ["--debug-dump=frames", stripped] }).output();
-      const fdes = [
-        ...new TextDecoder().decode(frames.stdout).matchAll(/ FDE .* pc=([0-9a-f]+)\.\.([0-9a-f]+)/g),
-      ]
-        .map((m) => [parseInt(m[1]!, 16), parseInt(m[2]!, 16)] as const);
+      const fdes = parseReadelfFrames(runReadelf(stripped, "--debug-dump=frames"), stripped)
+        .flatMap((section) => section.entries.filter((entry) => entry.kind === "FDE"));
       assert.ok(fdes.length > 0, "readelf lists the FDEs");
       const names = new Set(
-        [...starts.values(), ...fdes.map(([start]) => start.toString(16))].map((start) =>
+        [...starts.values(), ...fdes.map((fde) => fde.start.toString(16))].map((start) =>
           `[stripped_sl+0x${start}]`
         ),
       );
       const outsideEveryFde = (leaf: string) => {
         const address = parseInt(/^\[stripped_sl\+0x([0-9a-f]+)\]$/.exec(leaf)?.[1] ?? "", 16);
-        return Number.isFinite(address) && fdes.every(([start, end]) => address < start || address >= end);
+        return Number.isFinite(address) && fdes.every((fde) => address < fde.start || address >= fde.end);
       };
       const work = `[stripped_sl+0x${starts.get("short_lived_work")}]`;
       // 1,000 processes of 2 ms of CPU each, started one after another by a shell: most have exited

@@ -79,19 +79,22 @@ function childrenCpuSeconds(pid: number): number | null {
   }
 }
 
-/**
- * How many sampling perf events process `pid` holds open: its perf events but those whose ring it maps
- * (the records of processes' mappings, open for the whole recording, not only while it samples).
- */
-function perfEvents(pid: number): number {
+/** The perf-event rings process `pid` maps (0 once it has exited). */
+function mappedPerfRings(pid: number): number {
   let count = 0;
   try {
     for (const line of Deno.readTextFileSync(`/proc/${pid}/maps`).split("\n")) {
-      if (line.endsWith(" anon_inode:[perf_event]")) count--;
+      if (line.endsWith(" anon_inode:[perf_event]")) count++;
     }
   } catch {
     // the recorder has exited
   }
+  return count;
+}
+
+/** The perf-event descriptors process `pid` holds open (0 once it has exited). */
+function perfDescriptors(pid: number): number {
+  let count = 0;
   try {
     for (const entry of Deno.readDirSync(`/proc/${pid}/fd`)) {
       try {
@@ -104,6 +107,25 @@ function perfEvents(pid: number): number {
     // the recorder has exited
   }
   return count;
+}
+
+/**
+ * How many sampling perf events process `pid` holds open: its perf events but those whose ring it maps
+ * (the records of processes' mappings, open for the whole recording, not only while it samples). Null
+ * when the look cannot tell: the rings changed while the descriptors were listed, or the records are
+ * not all mapped yet. The recorder opens and maps a record event per CPU, one after the other, before
+ * it samples; a look in between would count a descriptor not yet mapped as one that samples, and a
+ * recording whose start was seen that way ended, for this watcher, before its first sample.
+ */
+function samplingEvents(pid: number, cpus: number): number | null {
+  const mappedBefore = mappedPerfRings(pid);
+  const descriptors = perfDescriptors(pid);
+  const mappedAfter = mappedPerfRings(pid);
+  if (mappedBefore !== mappedAfter) return null;
+  const sampling = descriptors - mappedAfter;
+  // Sampling events exist only once every record ring is mapped; an exited recorder holds nothing.
+  if (sampling > 0 && mappedAfter !== cpus) return null;
+  return sampling;
 }
 
 /** When to stop the recording with SIGINT, as a user's Ctrl-C does; it may also stop by itself. */
@@ -151,7 +173,7 @@ export async function recordWatchingCpu(
     while (phase !== "after") {
       const exited = finished;
       const before = targets.map(cpuSeconds);
-      const events = exited ? 0 : perfEvents(child.pid);
+      const events = exited ? 0 : samplingEvents(child.pid, cpus);
       const after = targets.map(cpuSeconds);
       if (phase === "before") {
         if (events === 0) before.forEach((seconds, i) => startLow[i] = seconds);

@@ -6,12 +6,14 @@
  * 2. generates support/types.ts from that object's BTF (the C structs and enums the host shares) and
  *    support/bpf_catalogue.ts from its ELF and BTF (every map and program, typed), or with `--check` fails
  *    if a committed file differs from what the object says;
- * 3. with `--compile`, runs `deno compile` into ./omniprof (or `--output FILE`) when a denort runtime is
+ * 3. bundles main.ts into .build/omniprof/, a chunk per command, which is what `deno task record`, the
+ *    tests and the benchmark run (support/program_bundle.ts says why); not with `--bundle` or `--variant`;
+ * 4. with `--compile`, runs `deno compile` into ./omniprof (or `--output FILE`) when a denort runtime is
  *    available (DENORT_BIN), and says why it skipped otherwise;
- * 4. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
+ * 5. with `--bundle FILE`, writes the whole program (BPF object and demo included) as one JavaScript
  *    file that `deno run -A FILE` runs anywhere: the same inputs `deno compile` embeds, testable where
  *    no denort runtime can be had;
- * 5. with `--variant NAME` (NAME is OMNIPROF_<SOMETHING>, e.g. OMNIPROF_BROKEN_FOR_TEST), compiles the
+ * 6. with `--variant NAME` (NAME is OMNIPROF_<SOMETHING>, e.g. OMNIPROF_BROKEN_FOR_TEST), compiles the
  *    BPF object with `-DNAME` into .build/variant-NAME/ instead, leaves the generated files alone, and makes
  *    `--bundle` embed that object: a test build (`deno task test-kernel VERSION --broken`) that never
  *    touches the default build's outputs.
@@ -24,6 +26,7 @@ import { parseToolArgs } from "./support/tool_args.ts";
 import { generateSupportTypes } from "./support/generate_types.ts";
 import { generateCatalogue } from "./support/generate_catalogue.ts";
 import { V8_FLAGS } from "./support/v8_flags.ts";
+import { PROGRAM_DIR, PROGRAM_ENTRY } from "./support/program_bundle.ts";
 import { isFile } from "./lib/sys/files.ts";
 
 const root = new URL(".", import.meta.url).pathname;
@@ -232,6 +235,41 @@ async function compileExecutable(): Promise<void> {
   say(`wrote ${output}`);
 }
 
+/** Writes the program as it runs from the repository: main.ts bundled by command (support/program_bundle.ts). */
+async function bundleProgram(): Promise<void> {
+  const dir = `${root}${PROGRAM_DIR}`.replace(/\/$/, "");
+  // Written beside and swapped in, so that a chunk of an earlier build that nothing imports any more
+  // does not stay, and a program started meanwhile finds one whole bundle or the other.
+  const fresh = `${dir}.new`;
+  const stale = `${dir}.old`;
+  for (const path of [fresh, stale]) removeIfThere(path);
+  await run(Deno.execPath(), [
+    "bundle",
+    "--unstable-raw-imports",
+    "--quiet",
+    "--code-splitting",
+    "--outdir",
+    fresh,
+    `${root}main.ts`,
+  ]);
+  try {
+    Deno.renameSync(dir, stale);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  Deno.renameSync(fresh, dir);
+  removeIfThere(stale);
+  say(`wrote ${PROGRAM_ENTRY} and its chunks`);
+}
+
+function removeIfThere(path: string): void {
+  try {
+    Deno.removeSync(path, { recursive: true });
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+}
+
 async function bundle(output: string): Promise<void> {
   // A variant's object replaces the default one through an import map (deno.json's imports kept).
   const importMap: string[] = [];
@@ -262,6 +300,8 @@ if (import.meta.main) {
     await compileDemo();
     // The generated files describe the default object; a variant only adds code.
     if (!flags.variant) await generateFromObject();
+    // A variant's object must not replace the default one's; a build for --bundle wants that file only.
+    if (!flags.variant && !flags.bundle) await bundleProgram();
     if (flags.compile) await compileExecutable();
     if (flags.bundle) await bundle(flags.bundle);
   } catch (error) {

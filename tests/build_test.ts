@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { REPO_ROOT, tempDir, tracingTest, V8_FLAGS } from "./helpers.ts";
 import { dynamicImportTargets } from "../build.ts";
+import { PROGRAM_ENTRY } from "../support/program_bundle.ts";
 
 async function run(args: string[], cwd: string, env?: Record<string, string>) {
   const output = await new Deno.Command(Deno.execPath(), { args, cwd, env, stdout: "piped", stderr: "piped" })
@@ -88,14 +89,16 @@ Deno.test("build.ts --compile embeds every module the program imports dynamicall
   }
 });
 
-Deno.test("deno.json's record task and the README run omniprof with the V8 flags of support/v8_flags.ts", () => {
+Deno.test("deno.json's record and omniprof tasks run the bundle with the V8 flags of support/v8_flags.ts", () => {
   const config = JSON.parse(Deno.readTextFileSync(`${REPO_ROOT}deno.json`)) as {
     tasks: Record<string, string>;
   };
-  assert.ok(
-    config.tasks.record?.includes(`--v8-flags=${V8_FLAGS} main.ts`),
-    `deno.json task record: ${config.tasks.record}`,
-  );
+  for (const task of ["record", "omniprof"]) {
+    assert.ok(
+      config.tasks[task]?.includes(`build.ts --quiet && deno run -A --v8-flags=${V8_FLAGS} ${PROGRAM_ENTRY}`),
+      `deno.json task ${task}: ${config.tasks[task]}`,
+    );
+  }
   const readme = Deno.readTextFileSync(`${REPO_ROOT}README.md`);
-  assert.ok(readme.includes(`deno run -A --v8-flags=${V8_FLAGS} main.ts`), "README's omniprof alias");
+  assert.ok(readme.includes("alias omniprof='support/bootstrap.sh deno task -q omniprof'"), "README's alias");
 });

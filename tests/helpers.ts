@@ -6,14 +6,15 @@
  */
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
 import { V8_FLAGS } from "../support/v8_flags.ts";
+import { PROGRAM_ENTRY } from "../support/program_bundle.ts";
 import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 
 export { V8_FLAGS };
 
 /**
- * The environment omniprof runs from source with, in tests and the benchmark: no background check for a
- * newer Deno (a TLS set-up and a request on every start that the compiled executable never makes).
+ * The environment omniprof runs with in tests and the benchmark: no background check for a newer Deno (a
+ * TLS set-up and a request on every start that the compiled executable never makes).
  */
 export const DENO_RUN_ENV: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1" };
 
@@ -21,11 +22,65 @@ const root = new URL("..", import.meta.url).pathname;
 const buildDir = `${root}tests/.build/`;
 
 /**
- * Deno's arguments that run omniprof from source as users do: `run -A --v8-flags=... main.ts ARGS`, with
- * `extraV8Flags` after omniprof's own (a test's V8 logging).
+ * Deno's arguments that run omniprof as users do, from the bundle build.ts writes:
+ * `run -A --v8-flags=... .build/omniprof/main.js ARGS`, with `extraV8Flags` after omniprof's own (a test's
+ * V8 logging).
+ *
+ * @throws {Error} when the bundle is missing or older than a source file: a test would run other code
+ * than the checkout's (`deno task test` builds it first).
  */
 export function omniprofArgs(args: string[], extraV8Flags: string[] = []): string[] {
-  return ["run", "-A", `--v8-flags=${[V8_FLAGS, ...extraV8Flags].join(",")}`, `${root}main.ts`, ...args];
+  checkBundleFresh();
+  return [
+    "run",
+    "-A",
+    `--v8-flags=${[V8_FLAGS, ...extraV8Flags].join(",")}`,
+    `${root}${PROGRAM_ENTRY}`,
+    ...args,
+  ];
+}
+
+let bundleChecked = false;
+
+function checkBundleFresh(): void {
+  if (bundleChecked) return;
+  const entry = `${root}${PROGRAM_ENTRY}`;
+  let built: number;
+  try {
+    built = Deno.statSync(entry).mtime?.getTime() ?? 0;
+  } catch {
+    throw new Error(`${PROGRAM_ENTRY} is missing: run \`deno run -A build.ts\` (deno task test does)`);
+  }
+  const newer = newestSource([
+    `${root}main.ts`,
+    `${root}lib`,
+    `${root}support`,
+    `${root}.build/omniprof.bpf.o`,
+  ]);
+  if (newer !== null && newer.mtime > built) {
+    throw new Error(
+      `${PROGRAM_ENTRY} is older than ${newer.path.slice(root.length)}: run \`deno run -A build.ts\``,
+    );
+  }
+  bundleChecked = true;
+}
+
+/** The most recently modified file under `paths` (files or folders), tests and test data aside. */
+function newestSource(paths: string[]): { path: string; mtime: number } | null {
+  let newest: { path: string; mtime: number } | null = null;
+  const visit = (path: string) => {
+    const info = Deno.lstatSync(path);
+    if (info.isDirectory) {
+      for (const entry of Deno.readDirSync(path)) {
+        if (entry.name === "testdata" || entry.name.endsWith("_test.ts")) continue;
+        visit(`${path}/${entry.name}`);
+      }
+    } else if (info.isFile && (newest === null || (info.mtime?.getTime() ?? 0) > newest.mtime)) {
+      newest = { path, mtime: info.mtime?.getTime() ?? 0 };
+    }
+  };
+  for (const path of paths) visit(path);
+  return newest;
 }
 
 /** The repository root, with a trailing slash. */

@@ -66,10 +66,10 @@ function say(message: string): void {
   if (!flags.quiet) console.error(`build: ${message}`);
 }
 
-async function run(command: string, args: string[]): Promise<void> {
+async function run(command: string, args: string[], cwd?: string): Promise<void> {
   let output: Deno.CommandOutput;
   try {
-    output = await new Deno.Command(command, { args, stdout: "piped", stderr: "piped" }).output();
+    output = await new Deno.Command(command, { args, cwd, stdout: "piped", stderr: "piped" }).output();
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) {
       throw new Error(`Cannot run ${command}: not installed (apt-get install clang llvm)`);
@@ -243,6 +243,9 @@ async function bundleProgram(): Promise<void> {
   const fresh = `${dir}.new`;
   const stale = `${dir}.old`;
   for (const path of [fresh, stale]) removeIfThere(path);
+  // `deno bundle` reads npm packages from node_modules but does not fill it, as `deno run` does; in a
+  // fresh clone nothing has yet. Both run from the root, where deno.json names the packages.
+  await run(Deno.execPath(), ["install", "--quiet"], root);
   await run(Deno.execPath(), [
     "bundle",
     "--unstable-raw-imports",
@@ -251,7 +254,7 @@ async function bundleProgram(): Promise<void> {
     "--outdir",
     fresh,
     `${root}main.ts`,
-  ]);
+  ], root);
   try {
     Deno.renameSync(dir, stale);
   } catch (error) {

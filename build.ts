@@ -243,9 +243,7 @@ async function bundleProgram(): Promise<void> {
   const fresh = `${dir}.new`;
   const stale = `${dir}.old`;
   for (const path of [fresh, stale]) removeIfThere(path);
-  // `deno bundle` reads npm packages from node_modules but does not fill it, as `deno run` does; in a
-  // fresh clone nothing has yet. Both run from the root, where deno.json names the packages.
-  await run(Deno.execPath(), ["install", "--quiet"], root);
+  await installPackages();
   await run(Deno.execPath(), [
     "bundle",
     "--unstable-raw-imports",
@@ -263,6 +261,15 @@ async function bundleProgram(): Promise<void> {
   Deno.renameSync(fresh, dir);
   removeIfThere(stale);
   say(`wrote ${PROGRAM_ENTRY} and its chunks`);
+}
+
+/**
+ * Fills node_modules with deno.json's npm packages: `deno bundle` reads them there but does not fetch
+ * them, as `deno run` does, and in a fresh clone nothing has yet. Bundles run from the root too, where
+ * deno.json names the packages.
+ */
+async function installPackages(): Promise<void> {
+  await run(Deno.execPath(), ["install", "--quiet"], root);
 }
 
 function removeIfThere(path: string): void {
@@ -285,15 +292,16 @@ async function bundle(output: string): Promise<void> {
     Deno.writeTextFileSync(map, JSON.stringify({ imports }, null, 2));
     importMap.push("--import-map", map);
   }
+  await installPackages();
   await run(Deno.execPath(), [
     "bundle",
     "--unstable-raw-imports",
     "--quiet",
     ...importMap,
     "-o",
-    output,
+    output.startsWith("/") ? output : `${Deno.cwd()}/${output}`,
     `${root}main.ts`,
-  ]);
+  ], root);
   say(`wrote ${output}${flags.variant ? ` (BPF object of variant ${flags.variant})` : ""}`);
 }
 

@@ -26,7 +26,7 @@ import { parseToolArgs } from "./support/tool_args.ts";
 import { generateSupportTypes } from "./support/generate_types.ts";
 import { generateCatalogue } from "./support/generate_catalogue.ts";
 import { V8_FLAGS } from "./support/v8_flags.ts";
-import { PROGRAM_DIR, PROGRAM_ENTRY } from "./support/program_bundle.ts";
+import { PROGRAM_DIR, PROGRAM_ENTRY, RAW_IMPORT_FILES } from "./support/program_bundle.ts";
 import { isFile } from "./lib/sys/files.ts";
 
 const root = new URL(".", import.meta.url).pathname;
@@ -249,10 +249,12 @@ async function bundleProgram(): Promise<void> {
     "--unstable-raw-imports",
     "--quiet",
     "--code-splitting",
+    ...RAW_IMPORT_FILES.flatMap((pattern) => ["--external", pattern]),
     "--outdir",
     fresh,
     `${root}main.ts`,
   ], root);
+  checkRawImports(fresh, dir);
   try {
     Deno.renameSync(dir, stale);
   } catch (error) {
@@ -261,6 +263,31 @@ async function bundleProgram(): Promise<void> {
   Deno.renameSync(fresh, dir);
   removeIfThere(stale);
   say(`wrote ${PROGRAM_ENTRY} and its chunks`);
+}
+
+/**
+ * Throws unless every raw import in the chunks written to `written` names a file that exists from `dir`,
+ * where they will run, and no raw import was inlined (support/program_bundle.ts says why).
+ */
+function checkRawImports(written: string, dir: string): void {
+  for (const entry of Deno.readDirSync(written)) {
+    if (!entry.name.endsWith(".js")) continue;
+    const text = Deno.readTextFileSync(`${written}/${entry.name}`);
+    if (text.includes("__toBinary(")) {
+      throw new Error(
+        `the bundle inlined a file imported as bytes (in ${entry.name}): add its pattern to RAW_IMPORT_FILES`,
+      );
+    }
+    for (const match of text.matchAll(/from\s+"([^"]+)"\s+with\s*\{\s*type:\s*"bytes"\s*\}/g)) {
+      const target = new URL(match[1]!, `file://${dir}/${entry.name}`).pathname;
+      if (!isFile(target)) {
+        throw new Error(
+          `the bundle's raw import "${match[1]}" (in ${entry.name}) does not resolve from ${PROGRAM_DIR}: ` +
+            "a module with a raw import must sit two folders deep, as the bundle's chunks do",
+        );
+      }
+    }
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BpfObject } from "../lib/bpf/object.ts";
-import { bpfObjectBytes } from "./bpf_object.ts";
+import { bpfObjectBytes } from "./embedded/bpf_object.ts";
 import {
   BPF_MAPS,
   BPF_PROGRAMS,

@@ -46,13 +46,13 @@ async function moduleGraph(path: string, { dynamic }: { dynamic: boolean }): Pro
 /** The modules only recording needs. */
 function recordingModules(graph: Set<string>): string[] {
   return [...graph].filter((path) =>
-    path.startsWith("lib/record/") || path.startsWith("lib/bpf/") || path === "support/bpf_object.ts"
+    path.startsWith("lib/record/") || path.startsWith("lib/bpf/") || path === "support/embedded/bpf_object.ts"
   );
 }
 
 Deno.test("the record command's graph holds the recorder and the BPF object (the check below sees them)", async () => {
   const graph = await moduleGraph("lib/cli/record_command.ts", { dynamic: false });
-  for (const path of ["lib/record/recorder.ts", "lib/bpf/libbpf.ts", "support/bpf_object.ts"]) {
+  for (const path of ["lib/record/recorder.ts", "lib/bpf/libbpf.ts", "support/embedded/bpf_object.ts"]) {
     assert.ok(graph.has(path), `${path} is not in the graph of lib/cli/record_command.ts`);
   }
 });

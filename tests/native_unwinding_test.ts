@@ -16,7 +16,7 @@ import { PidPageMappings } from "../lib/unwind/pid_page_mappings.ts";
 import { PythonUnwindProgram, UnwindProgram } from "../support/types.ts";
 import { tracingTest } from "./helpers.ts";
 import { BpfObject } from "../lib/bpf/object.ts";
-import { bpfObjectBytes } from "../support/bpf_object.ts";
+import { bpfObjectBytes } from "../support/embedded/bpf_object.ts";
 import { KERNEL_NAMES_PROGRAM } from "../lib/symbolize/bpf_kernel_names.ts";
 
 /** The trie and known-pid set of `object`, as the process manager writes them. */

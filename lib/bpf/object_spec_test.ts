@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ElfFile } from "../elf/elf_file.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { compareNames, objectSymbols, readObjectSpec, STT_FUNC } from "./object_spec.ts";
 import { BpfMapType, BpfProgramType, programTypeOfSection } from "./uapi.ts";
 

@@ -3,7 +3,7 @@ import { libbpf, LibbpfError } from "./libbpf.ts";
 import { u32Key } from "./map.ts";
 import { BpfObject } from "./object.ts";
 import { NATIVE_UNWINDERS, type Unwinder, unwindPrograms, UnwindProgramTable } from "./unwind_programs.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { GoUnwindProgram, PythonUnwindProgram, UnwindProgram } from "../../support/types.ts";
 import { programInfoById } from "../../tests/kernel/bpf_info.ts";
 import { tracingTest } from "../../tests/helpers.ts";

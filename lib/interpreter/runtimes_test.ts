@@ -3,7 +3,7 @@ import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { u32Key } from "../bpf/map.ts";
 import { BpfObject } from "../bpf/object.ts";
 import { fillUnwindPrograms, unwindPrograms } from "../bpf/unwind_programs.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { BPF_MAPS, BPF_PROGRAMS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
 import { FrameMarker, MetricId, UnwindProgram } from "../../support/types.ts";
 import { tracingTest } from "../../tests/helpers.ts";

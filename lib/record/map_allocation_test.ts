@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { BpfObject } from "../bpf/object.ts";
 import { BPF_F_NO_PREALLOC } from "../bpf/map.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { allocateOnDemand, kernelAllocatesOnDemand, ON_DEMAND_MAPS } from "./map_allocation.ts";
 
 Deno.test("kernelAllocatesOnDemand: 6.1 and later, by uname release", () => {

@@ -30,7 +30,7 @@ import { writeKernelFields } from "./kernel_fields.ts";
 import { allocateOnDemand } from "./map_allocation.ts";
 import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import {
   copiedStackLayout,
   frameLayout,

@@ -10,7 +10,7 @@ import {
 } from "./bpf_programs.ts";
 import { programInfoById } from "../kernel/bpf_info.ts";
 import { BpfObject } from "../../lib/bpf/object.ts";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { tracingTest } from "../helpers.ts";
 
 // The fdinfo of a BPF program descriptor held by bpftrace while it sampled.

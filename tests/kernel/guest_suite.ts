@@ -14,7 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { bpfObjectBytes } from "../../support/bpf_object.ts";
+import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { detailMarkers, endMarker, testMarker } from "../../kernels/console_markers.ts";
 import { bpfObjectContents } from "./bpf_object_contents.ts";
 import { LibbpfError } from "../../lib/bpf/libbpf.ts";

@@ -45,6 +45,19 @@ const symbols = {
   bpf_map_update_elem: { parameters: ["i32", "buffer", "buffer", "u64"], result: "i32" },
   bpf_map_lookup_elem: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   bpf_map_delete_elem: { parameters: ["i32", "buffer"], result: "i32" },
+  // The same two on a worker thread, for writes that block (a map of maps waits out an RCU grace period).
+  bpf_map_update_elem_off_thread: {
+    name: "bpf_map_update_elem",
+    parameters: ["i32", "buffer", "buffer", "u64"],
+    result: "i32",
+    nonblocking: true,
+  },
+  bpf_map_delete_elem_off_thread: {
+    name: "bpf_map_delete_elem",
+    parameters: ["i32", "buffer"],
+    result: "i32",
+    nonblocking: true,
+  },
   bpf_map_create: { parameters: ["u32", "buffer", "u32", "u32", "u32", "pointer"], result: "i32" },
   bpf_enable_stats: { parameters: ["i32"], result: "i32" },
   bpf_obj_get_info_by_fd: { parameters: ["i32", "buffer", "buffer"], result: "i32" },

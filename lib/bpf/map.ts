@@ -107,6 +107,30 @@ export class BpfMap {
     }
   }
 
+  /**
+   * {@linkcode update} on a worker thread: for a map of maps, whose every write waits out an RCU grace
+   * period (7-16 ms here) after the change is already visible to BPF. `key` and `value` must not change
+   * until the promise settles.
+   *
+   * @example
+   * ```ts ignore
+   * await outer.updateOffThread(u64Key(7), innerFdValue); // BPF saw the inner map before this resolved
+   * ```
+   */
+  async updateOffThread(key: Uint8Array, value: Uint8Array, flags = BPF_ANY): Promise<void> {
+    // libbpf 1.x returns -errno: errno itself belongs to the worker thread.
+    const result = await libbpf().fn.bpf_map_update_elem_off_thread(this.fd, key, value, BigInt(flags));
+    if (result !== 0) throw new LibbpfError(`update map ${this.name}`, -result);
+  }
+
+  /** {@linkcode delete} on a worker thread, as {@linkcode updateOffThread} is. */
+  async deleteOffThread(key: Uint8Array): Promise<boolean> {
+    const result = await libbpf().fn.bpf_map_delete_elem_off_thread(this.fd, key);
+    if (result === 0) return true;
+    if (result === -ENOENT) return false;
+    throw new LibbpfError(`delete from map ${this.name}`, -result);
+  }
+
   /** Reads the value under `key` into `value`; false when the key is absent. */
   lookup(key: Uint8Array, value: Uint8Array): boolean {
     if (libbpf().fn.bpf_map_lookup_elem(this.fd, key, value) === 0) return true;

@@ -353,7 +353,13 @@ export class FileRegistry implements Disposable {
   }
 
   /** Closes the files kept open. Safe to call twice. */
+  /** Resolves once BPF holds every unwind table loaded so far (their last step runs off the main thread). */
+  settled(): Promise<void> {
+    return this.#deltaLoader?.settled() ?? Promise.resolve();
+  }
+
   close(): void {
+    this.#deltaLoader?.close();
     this.#handles.close();
   }
 

@@ -120,6 +120,7 @@ export class StackDeltaLoader {
   readonly #loadedFiles: BpfMap;
   readonly #full = new FullMaps(logger);
   #nextRowsId = FIRST_PAGE_ROWS_ID;
+  #closed = false;
   readonly #stats: Omit<StackDeltaStats, "deltaBytes"> = {
     filesLoaded: 0,
     pagesLoaded: 0,
@@ -213,6 +214,47 @@ export class StackDeltaLoader {
     Object.assign(file, unloaded(file.bpfId, file.file, file.segments));
   }
 
+  /**
+   * Marks the file complete once BPF can read its rows, and only then: the mark lets the unwinder stop at
+   * an address without a delta, where before it follows frame pointers. Nothing is marked if the file
+   * was unloaded (or loaded anew) meanwhile, or the maps closed.
+   */
+  #markCompleteOnceStored(loaded: FileDeltas, stored: Promise<void>): void {
+    const deltas = loaded.whole;
+    stored.then(() => {
+      if (this.#closed || loaded.whole !== deltas) return;
+      try {
+        this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
+      } catch (error) {
+        this.failed("Cannot mark {path} complete: {error}; using frame pointers there", loaded.file, error);
+      }
+    }, (error) => this.#failedLate(loaded, error));
+  }
+
+  /** The kernel refused rows after load() returned: counted and said as a failure at the time would be. */
+  #failedLate(loaded: FileDeltas, error: unknown, address?: string): void {
+    if (this.#closed) return;
+    this.failed(
+      address === undefined
+        ? "Cannot store unwind tables of {path}: {error}; using frame pointers there"
+        : "Cannot load unwind tables of {path} at {address}: {error}; using frame pointers there",
+      loaded.file,
+      error,
+      address === undefined ? {} : { address },
+    );
+  }
+
+  /** Resolves once BPF holds every rows array written so far and none is being removed. */
+  settled(): Promise<void> {
+    return this.#maps.settled();
+  }
+
+  /** Writes nothing more to BPF: the object is closing. */
+  close(): void {
+    this.#closed = true;
+    this.#maps.close();
+  }
+
   #mark(file: FileDeltas, how: number): void {
     this.#loadedFiles.update(u64Key(file.bpfId), new Uint8Array([how]));
     file.mark = how;
@@ -255,10 +297,11 @@ export class StackDeltaLoader {
       if (code) deltas = framePointerDeltas(code.start, code.end);
     }
     try {
-      if (deltas) this.#maps.load(bpfId, deltas);
-      loaded.whole = deltas;
-      // Only now may the unwinder stop at an address without a delta; until then it uses frame pointers.
-      this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
+      if (deltas) {
+        const stored = this.#maps.load(bpfId, deltas);
+        loaded.whole = deltas;
+        this.#markCompleteOnceStored(loaded, stored);
+      } else this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
     } catch (error) {
       this.failed("Cannot store unwind tables of {path}: {error}; using frame pointers there", file, error);
     }
@@ -302,8 +345,10 @@ export class StackDeltaLoader {
       const table = withGo(byPage.index.range(page * PAGE_SIZE, (page + 1) * PAGE_SIZE), byPage.go);
       deltas = deltasOfPage(buildStackDeltas(table, this.#maps.registry), page);
       const rowsId = this.#nextRowsId++;
-      this.#maps.load(loaded.bpfId, deltas, rowsId);
+      const stored = this.#maps.load(loaded.bpfId, deltas, rowsId);
+      // Kept even if the kernel refuses the rows: unload() then removes the page entries.
       byPage.pages.set(page, { rowsId, deltas });
+      stored.catch((error) => this.#failedLate(loaded, error, address));
       this.#stats.pagesLoaded++;
     } catch (error) {
       this.failed(
@@ -331,9 +376,9 @@ export class StackDeltaLoader {
     let deltas: StackDeltaFile | null = null;
     try {
       deltas = buildStackDeltas(withGo(byPage.index.table(), byPage.go), this.#maps.registry);
-      this.#maps.load(loaded.bpfId, deltas, loaded.bpfId);
+      const stored = this.#maps.load(loaded.bpfId, deltas, loaded.bpfId);
       loaded.whole = deltas;
-      this.#mark(loaded, StackDeltaConstants.LoadedFileComplete);
+      this.#markCompleteOnceStored(loaded, stored);
     } catch (error) {
       this.failed(
         "Cannot load unwind tables of {path}: {error}; using frame pointers there",

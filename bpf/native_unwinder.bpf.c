@@ -293,9 +293,9 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
 // Whether the host may unwind the rest of the stack from a copy, from the frame at state->pc: copies are
 // on, no frame-pointer step guessed the registers, no interpreter emitted frames (the host unwinds
 // natively only, and would put its loops' native frames where their interpreted frames belong), and the
-// ring buffer is at most half full. The ring is sized for some copies, not for every sample being one: a
-// burst of them (a storm of new processes while the host is busy) falls back to frame pointers rather than
-// losing traces.
+// ring buffer is at most half full. The ring is sized for plain traces only (lib/record/tracer.ts): the
+// half past the wake-up must hold nothing larger, and a burst of copies (a storm of new processes while
+// the host is busy) falls back to frame pointers rather than losing traces.
 static __always_inline int may_copy_rest(struct unwind_state *state)
 {
   if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started)

@@ -99,24 +99,20 @@ const MAX_TRACE_RECORD = traceLayout.copy_room.offset;
 const MAX_COPY_RECORD = traceLayout.frames.offset + (Limits.MaxFrames - 1) * frameLayout.sizeof +
   copiedStackLayout.sizeof;
 /**
- * The share of samples the ring buffer is sized to hold as copies. BPF makes no copy past half full (it
- * follows frame pointers instead), so a burst of new processes costs completeness, never lost traces.
- */
-const COPY_SHARE = 0.25;
-
-/**
  * The ring buffer holds what BPF writes between two drains. Sized for a quarter second of the worst case
- * (every CPU at the full rate with maximum-size traces, a quarter of them copies, or all of them when
- * every stack is copied), within 256 KiB..16 MiB: its pages are mapped twice, at once, and count fully
- * towards the profiler's memory.
+ * (every CPU at the full rate with maximum-size traces), within 256 KiB..16 MiB: its pages are mapped
+ * twice, at once, and count fully towards the profiler's memory.
+ *
+ * Stack copies need no room of their own. BPF makes none past half full, where it also wakes the host, so
+ * the half that absorbs the host's wake-up latency only ever holds plain traces, as before copies existed;
+ * copies in the first half only bring the wake-up sooner. Sizing for them too doubled the ring at 999 Hz
+ * (4 -> 8 MiB, 8 MiB more resident) for a case that only short-lived processes meet; with the host free
+ * to drain while the kernel loads tables (StackDeltaMaps), a `make -j2` at 499 Hz had no copy refused in
+ * the smaller ring. Only when every stack is to be copied (a diagnostic mode) is the ring sized for copies.
  */
 function ringBufferBytes(cpus: number, frequencyHz: number, stackCopy: StackCopyMode): number {
-  const copyShare = stackCopy === StackCopyMode.All || stackCopy === StackCopyMode.AboveLeaf
-    ? 1
-    : stackCopy === StackCopyMode.Never
-    ? 0
-    : COPY_SHARE;
-  const record = (1 - copyShare) * MAX_TRACE_RECORD + copyShare * MAX_COPY_RECORD;
+  const everyStackCopied = stackCopy === StackCopyMode.All || stackCopy === StackCopyMode.AboveLeaf;
+  const record = everyStackCopied ? MAX_COPY_RECORD : MAX_TRACE_RECORD;
   const worst = cpus * frequencyHz * record * 0.25;
   let bytes = 256 << 10;
   while (bytes < worst && bytes < 16 << 20) bytes *= 2;

@@ -12,7 +12,7 @@
  * @module
  */
 import { getLogger } from "../log/logger.ts";
-import { libc } from "../sys/libc.ts";
+import { cString, libc } from "../sys/libc.ts";
 
 const symbols = {
   bpf_object__open_mem: { parameters: ["buffer", "usize", "pointer"], result: "pointer" },
@@ -129,6 +129,10 @@ export interface Libbpf {
 
 let loaded: Libbpf | undefined;
 
+const RTLD_NOW = 0x2;
+/** <dlfcn.h>: the library stays mapped whatever dlclose() is called later. */
+const RTLD_NODELETE = 0x1000;
+
 /** The libbpf file to open: `OMNIPROF_LIBBPF` when set, else the system's libbpf.so.1. */
 export function libbpfPath(): string {
   return Deno.env.get("OMNIPROF_LIBBPF") ?? "libbpf.so.1";
@@ -146,6 +150,14 @@ export function libbpf(): Libbpf {
     lib = Deno.dlopen(path, symbols);
   } catch (error) {
     throw new LibbpfMissingError(path, error);
+  }
+  // Pinned in memory for the life of the process: a map write on a worker thread (the *_off_thread
+  // functions) can still be waiting in the kernel when the JS that opened the library ends and closes it,
+  // as a test module's worker does, and would return into unmapped code (seen: SIGSEGV after the last
+  // test of a file, one run in three).
+  if (libc().fn.dlopen(cString(path), RTLD_NOW | RTLD_NODELETE) === null) {
+    lib.close();
+    throw new LibbpfMissingError(path, new Error("dlopen with RTLD_NODELETE failed"));
   }
   const fn = lib.symbols;
   const logger = getLogger(["omniprof", "libbpf"]);

@@ -19,6 +19,7 @@ const symbols = {
   // way and glibc's implementation only moves them, so a fixed six-argument signature is safe.
   syscall: { parameters: ["i64", "buffer", "i64", "i64", "i64", "i64"], result: "i64" },
   ioctl: { parameters: ["i32", "u64", "u64"], result: "i32" },
+  dlopen: { parameters: ["buffer", "i32"], result: "pointer" },
   mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
   // openat2(2) has no glibc wrapper: the same variadic syscall() with the argument kinds it takes.

@@ -15,8 +15,6 @@
 // MAX_FRAME_UNWINDS in 32 runs, within the kernel's limit of 33 tail calls per sample; more frames a run
 // would need fewer tail calls but multiply the verifier's work (8 frames: ~3x the load time).
 #define FRAMES_PER_RUN 4
-// The unwind program sits in the top byte of bias_and_unwind_program.
-#define UNWIND_PROGRAM_SHIFT 56
 
 // x86-64 signal frame: after the handler returns into the trampoline, rsp points at the ucontext,
 // whose mcontext (struct sigcontext) starts 40 bytes in (uc_flags, uc_link, uc_stack).
@@ -36,41 +34,6 @@
 // Pages of the copied stack: the window is read in whole pages past rsp's where it cannot be read at once.
 #define COPIED_STACK_PAGES (COPIED_STACK_BYTES / PAGE_SIZE)
 _Static_assert(COPIED_STACK_BYTES % PAGE_SIZE == 0, "the stack copy is a whole number of pages");
-
-// Called when the unwinder enters a new mapping: an interpreter's file (the host installed its trie
-// entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
-// two compares and other files cost nothing.
-static __always_inline void cache_interpreter_ranges(struct unwind_state *state)
-{
-  state->mapping_interpreter = 0;
-  __u8 program = state->mapping_bias_and_unwind_program >> UNWIND_PROGRAM_SHIFT;
-  if (program == PROG_UNWIND_NATIVE || program >= PROG_UNWIND_COUNT)
-    return;
-  __u64 file_id = state->mapping_file_id;
-  struct interpreter_offsets *offsets = bpf_map_lookup_elem(&interpreter_offsets, &file_id);
-  if (!offsets)
-    return;
-  for (int i = 0; i < INTERPRETER_RANGES; i++) {
-    state->interpreter_lower[i] = offsets->lower[i];
-    state->interpreter_upper[i] = offsets->upper[i];
-  }
-  state->mapping_interpreter = offsets->program;
-}
-
-static __always_inline int in_interpreter(struct unwind_state *state, __u64 vaddr)
-{
-  // A program that asked not to be called again in this trace: its files' code is native from now on.
-  __u8 program = state->mapping_interpreter;
-  if (program < PROG_UNWIND_COUNT && (state->interpreters_done & (1u << program)))
-    return 0;
-  // A return address may be just past the loop's last call: look at the call itself.
-  __u64 at = state->return_address ? vaddr - 1 : vaddr;
-  for (int i = 0; i < INTERPRETER_RANGES; i++) {
-    if (at >= state->interpreter_lower[i] && at < state->interpreter_upper[i])
-      return 1;
-  }
-  return 0;
-}
 
 // Reads 8 or 16 bytes of the user stack at `addr`, through the stack window: when the window does not
 // hold them, it is refilled from `addr` on (or to the end of addr's page where the stack ends sooner).
@@ -428,35 +391,24 @@ __noinline int unwind_frame(void)
     return copy_stack(trace, state);
 
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
-  int found = state->pc >= state->mapping_start && state->pc < state->mapping_end;
-  if (!found) {
-    struct pid_page_mapping_info mapping;
-    if (find_mapping(pid, state->pc, &mapping) == 0) {
-      state->mapping_start = mapping.start;
-      state->mapping_end = mapping.end;
-      state->mapping_file_id = mapping.file_id;
-      state->mapping_bias_and_unwind_program = mapping.bias_and_unwind_program;
-      cache_interpreter_ranges(state);
-      found = 1;
-    }
-  }
-  if (found && state->mapping_file_id == 0) {
-    // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
-    // follow the frame pointer, and let the host resolve the address.
-    if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
-      return stop(trace, UNWIND_STOP_TRUNCATED);
-    state->fp_frames++;
-    return step_frame_pointer(trace, state);
-  }
-  if (found) {
+  if (cache_mapping(pid, state) == 0) {
     __u64 file_id = state->mapping_file_id;
     __u64 vaddr = state->pc - (state->mapping_bias_and_unwind_program & BIAS_MASK);
     if (state->interpreter_done) {
       state->interpreter_done = 0;
     } else if (state->mapping_interpreter && in_interpreter(state, vaddr)) {
       // The interpreter's unwinder emits the frames this interpreter loop runs, then hands back with
-      // interpreter_done set so that this native frame is unwound as usual.
+      // interpreter_done set so that this native frame is unwound as usual; a JIT's unwinder unwinds its
+      // frames itself and hands back at the first frame that is not its own.
       return FRAME_INTERPRETER;
+    }
+    if (file_id == 0) {
+      // Installed without tables (anonymous memory such as JIT code, the vdso, files without CFI):
+      // follow the frame pointer, and let the host resolve the address.
+      if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))
+        return stop(trace, UNWIND_STOP_TRUNCATED);
+      state->fp_frames++;
+      return step_frame_pointer(trace, state);
     }
     if (push_frame(trace, file_id, vaddr, ra_flag))
       return stop(trace, UNWIND_STOP_TRUNCATED);

@@ -64,6 +64,72 @@ static __always_inline int find_mapping(__u32 pid, __u64 pc, struct pid_page_map
   return 0;
 }
 
+// The unwind program sits in the top byte of bias_and_unwind_program.
+#define UNWIND_PROGRAM_SHIFT 56
+
+// Called when an unwinder enters a new mapping: an interpreter's file (the host installed its trie
+// entries with the interpreter's program) gets its loop ranges cached, so that the per-frame check is
+// two compares and other files cost nothing. Anonymous memory (file id 0) installed with a runtime's
+// program is that runtime's code throughout: a JIT compiler's code space.
+static __always_inline void cache_interpreter_ranges(struct unwind_state *state)
+{
+  state->mapping_interpreter = 0;
+  __u8 program = state->mapping_bias_and_unwind_program >> UNWIND_PROGRAM_SHIFT;
+  if (program == PROG_UNWIND_NATIVE || program >= PROG_UNWIND_COUNT)
+    return;
+  __u64 file_id = state->mapping_file_id;
+  if (file_id == 0) {
+    state->interpreter_lower[0] = 0;
+    state->interpreter_upper[0] = ~0ULL;
+    for (int i = 1; i < INTERPRETER_RANGES; i++) {
+      state->interpreter_lower[i] = 0;
+      state->interpreter_upper[i] = 0;
+    }
+    state->mapping_interpreter = program;
+    return;
+  }
+  struct interpreter_offsets *offsets = bpf_map_lookup_elem(&interpreter_offsets, &file_id);
+  if (!offsets)
+    return;
+  for (int i = 0; i < INTERPRETER_RANGES; i++) {
+    state->interpreter_lower[i] = offsets->lower[i];
+    state->interpreter_upper[i] = offsets->upper[i];
+  }
+  state->mapping_interpreter = offsets->program;
+}
+
+// Whether `vaddr` (an address of the cached mapping's file) lies in its interpreter's code.
+static __always_inline int in_interpreter(struct unwind_state *state, __u64 vaddr)
+{
+  // A program that asked not to be called again in this trace: its files' code is native from now on.
+  __u8 program = state->mapping_interpreter;
+  if (program < PROG_UNWIND_COUNT && (state->interpreters_done & (1u << program)))
+    return 0;
+  // A return address may be just past the loop's last call: look at the call itself.
+  __u64 at = state->return_address ? vaddr - 1 : vaddr;
+  for (int i = 0; i < INTERPRETER_RANGES; i++) {
+    if (at >= state->interpreter_lower[i] && at < state->interpreter_upper[i])
+      return 1;
+  }
+  return 0;
+}
+
+// Makes the mapping that holds state->pc the cached one: 0, or -1 when no mapping of `pid` holds it.
+static __always_inline int cache_mapping(__u32 pid, struct unwind_state *state)
+{
+  if (state->pc >= state->mapping_start && state->pc < state->mapping_end)
+    return 0;
+  struct pid_page_mapping_info mapping;
+  if (find_mapping(pid, state->pc, &mapping))
+    return -1;
+  state->mapping_start = mapping.start;
+  state->mapping_end = mapping.end;
+  state->mapping_file_id = mapping.file_id;
+  state->mapping_bias_and_unwind_program = mapping.bias_and_unwind_program;
+  cache_interpreter_ranges(state);
+  return 0;
+}
+
 // Stores in cache->rows_base the address of row `first` of the file's array in its bucket's map; returns
 // -1 when there is none. An address stored and read back is a plain number to the verifier, where a
 // pointer into one bucket's map would make it check the search once per bucket (16 times, 100k+

@@ -104,6 +104,7 @@ const libcAsInterpreter: Runtime = {
     return data;
   },
   unwinder: null,
+  jitCode: false,
   processMap: null,
   bpfMetrics: {},
   check: null,

@@ -133,6 +133,11 @@ export interface SymbolizedFrame {
   readonly sourceFile: string;
   /** 1-based source line, 0 when unknown. */
   readonly line: number;
+  /**
+   * True for a call a JIT compiler inlined into its caller, which is the next frame of the same recorded
+   * frame (pprof writes such a run as one location with a line per call). Absent for a frame of its own.
+   */
+  readonly inlined?: boolean;
 }
 
 /** One counter an instance reports; `id` is dotted, the runtime's name first (`<runtime>.code_cache.hits`). */
@@ -153,11 +158,12 @@ export interface Instance {
   /** The process's C library thread-specific-data layout is known (or changed). */
   updateTsdInfo(ebpf: EbpfHandler, pid: Pid, info: TsdInfo): void;
   /**
-   * Names a frame this runtime's BPF program recorded.
+   * Names a frame this runtime's BPF program recorded: one source frame, or for code a JIT compiler
+   * inlined calls into, the inlined calls innermost first (marked `inlined`) and then the function.
    *
    * @throws {InterpreterMismatchError} when the frame is of another kind.
    */
-  symbolize(frame: InterpreterFrame): SymbolizedFrame;
+  symbolize(frame: InterpreterFrame): readonly SymbolizedFrame[];
   /** Counters since the last call; they restart from zero. */
   getAndResetMetrics(): Metric[];
 }
@@ -173,7 +179,7 @@ export abstract class InstanceStubs implements Instance {
 
   updateTsdInfo(_ebpf: EbpfHandler, _pid: Pid, _info: TsdInfo): void {}
 
-  symbolize(_frame: InterpreterFrame): SymbolizedFrame {
+  symbolize(_frame: InterpreterFrame): readonly SymbolizedFrame[] {
     throw new InterpreterMismatchError();
   }
 

@@ -19,6 +19,7 @@
  *   },
  *   loader: rubyLoader,
  *   unwinder: { slot: RubyUnwindProgram.Ruby, program: "unwind_ruby" },
+ *   jitCode: false,
  *   processMap: "ruby_procs",
  *   bpfMetrics: runtimeMetricNames("Ruby", RubyMetricId),
  *   check: null,
@@ -79,6 +80,11 @@ export interface Runtime {
   readonly loader: Loader;
   /** Its BPF unwinder and the tail-call slot it fills; null for a runtime whose frames are native. */
   readonly unwinder: Unwinder | null;
+  /**
+   * Whether it compiles code into anonymous executable memory (a JIT): such memory of a process that maps
+   * one of its files is then installed with its unwinder, which tells its own frames there from others.
+   */
+  readonly jitCode: boolean;
   /**
    * The BPF hash map of its per-process records (pid -> record), or null. It fills as processes appear,
    * so it is allocated on demand where the kernel allows (lib/record/map_allocation.ts).

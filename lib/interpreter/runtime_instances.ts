@@ -134,14 +134,14 @@ export class RuntimeInstances {
   }
 
   /**
-   * Names an interpreter frame of `pid`, or returns null when no instance of the process knows its kind
-   * (the process was not attached, or has exited).
+   * Names an interpreter frame of `pid` (innermost first: see {@linkcode Instance.symbolize}), or returns
+   * null when no instance of the process knows its kind (the process was not attached, or has exited).
    */
   symbolize(
     pid: Pid,
     attached: readonly AttachedInstance[],
     frame: InterpreterFrame,
-  ): SymbolizedFrame | null {
+  ): readonly SymbolizedFrame[] | null {
     for (const { instance } of attached) {
       try {
         return instance.symbolize(frame);

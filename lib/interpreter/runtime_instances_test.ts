@@ -63,12 +63,12 @@ Deno.test(requiring(needs, {
       fileId: leaf.code,
       addrOrLine: encodePythonAddrOrLine(leaf.firstLineStamp, leaf.byteOffset),
     });
-    assert.deepEqual(named, {
+    assert.deepEqual(named, [{
       kind: "python",
       functionName: "pc",
       sourceFile: python.scriptPath,
       line: script.lines.SPIN,
-    });
+    }]);
     assert.equal(processes.runtimeStats.processes, 1);
 
     processes.onExit(python.pid);

@@ -68,6 +68,11 @@ export interface FileUse {
   readonly segments: readonly LoadSegment[];
   /** The unwind program for its code: a runtime's when the file holds its interpreter loop. */
   readonly program: number;
+  /**
+   * The unwind program for the anonymous executable memory of a process that maps the file: the program
+   * of the runtime that claimed it when that runtime compiles code there (a JIT), else null.
+   */
+  readonly jitProgram: number | null;
 }
 
 /** Counters reported with the session's metrics. */
@@ -242,7 +247,11 @@ export class FileRegistry implements Disposable {
       this.#idle.delete(state);
     }
     const loaded = state.loaded ?? this.#load(state);
-    return { bpfId: state.bpfId, segments: state.segments ?? [], program: loaded.program };
+    const runtime = loaded.claim?.runtime;
+    const jitProgram = runtime?.jitCode && loaded.program !== UnwindProgram.Native
+      ? runtime.unwinder?.slot ?? null
+      : null;
+    return { bpfId: state.bpfId, segments: state.segments ?? [], program: loaded.program, jitProgram };
   }
 
   /** Gives back a reference {@linkcode acquire} took; the last one starts the file's grace period. */

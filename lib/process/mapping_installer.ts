@@ -4,7 +4,8 @@
  * and the unwind program to run there. Each installed mapping holds a reference to its file in the file
  * registry, given back when the mapping goes. Files without state (anonymous memory, JIT code, unreadable
  * files) and mappings whose bias cannot be found are installed with file id 0, which tells the unwinder to
- * follow frame pointers there. The process manager keeps each process's installed mappings; this module
+ * follow frame pointers there; anonymous memory of a process that maps a JIT runtime's file (Node.js's V8)
+ * gets that runtime's unwinder, which tells its compiled code's frames from others. The process manager keeps each process's installed mappings; this module
  * holds no process state of its own.
  *
  * @example
@@ -98,14 +99,17 @@ export class MappingInstaller {
     for (const entry of installed) previous.set(`${entry.start}:${entry.end}`, entry);
     const next: InstalledMapping[] = [];
     const added: { entry: Omit<InstalledMapping, "prefixes">; path: string }[] = [];
-    for (const mapping of mappings) {
-      // [vsyscall] sits in kernel space (and is never unwound through).
-      if (mapping.end > USER_SPACE_END) continue;
-      const use = this.#files.acquire(mapping.file);
+    // [vsyscall] sits in kernel space (and is never unwound through).
+    const inUserSpace = mappings.filter((mapping) => mapping.end <= USER_SPACE_END);
+    const uses = inUserSpace.map((mapping) => this.#files.acquire(mapping.file));
+    const jitProgram = uses.find((use) => use?.jitProgram != null)?.jitProgram ?? UnwindProgram.Native;
+    for (let i = 0; i < inUserSpace.length; i++) {
+      const mapping = inUserSpace[i]!;
+      const use = uses[i] ?? null;
       const file = use === null ? null : mapping.file;
       let bpfId = 0;
       let bias = 0;
-      let program: number = UnwindProgram.Native;
+      let program: number = mapping.file.kind === "anonymous" ? jitProgram : UnwindProgram.Native;
       if (use !== null && use.segments.length > 0) {
         const segmentBias = mappingBias(mapping, use.segments);
         if (segmentBias !== null && segmentBias >= 0) {

@@ -529,7 +529,7 @@ export class ProcessManager implements Disposable {
    * Names an interpreter frame of `pid` through its runtime instances, or returns null when none of them
    * knows its kind (the process was not attached, or has exited).
    */
-  symbolize(pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null {
+  symbolize(pid: Pid, frame: InterpreterFrame): readonly SymbolizedFrame[] | null {
     return this.#instances?.symbolize(pid, this.#processes.get(pid)?.instances ?? [], frame) ?? null;
   }
 

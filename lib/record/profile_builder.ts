@@ -168,7 +168,8 @@ class Builder {
     const file = frame.file;
     const symbol = frame.symbol;
     if (symbol) {
-      const key = `i${symbol.kind}\0${symbol.functionName}\0${symbol.sourceFile}\0${symbol.line}`;
+      const key = `i${symbol.kind}\0${symbol.functionName}\0${symbol.sourceFile}\0${symbol.line}` +
+        (symbol.inlined ? "\0i" : "");
       let index = this.#locationIndex.get(key);
       if (index === undefined) {
         index = this.locations.length;

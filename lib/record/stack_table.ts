@@ -476,16 +476,19 @@ export class StackTable implements RecordSink, MappingEventSink {
         const fileId = view.getUint32(at + FRAME_FILE_ID + 4, true) * 0x100000000 +
           view.getUint32(at + FRAME_FILE_ID, true);
         const addrOrLine = high * 0x100000000 + low;
-        const symbol = this.#processes.symbolize(pid, { kind, fileId, addrOrLine }) ??
-          { kind: frameKindOf(kind), ...UNKNOWN_INTERPRETER_FRAME };
-        frames.push({
-          kind,
-          returnAddress: false,
-          addressKind: "interpreter",
-          address: addrOrLine,
-          file: null,
-          symbol,
-        });
+        const symbols = this.#processes.symbolize(pid, { kind, fileId, addrOrLine }) ??
+          [{ kind: frameKindOf(kind), ...UNKNOWN_INTERPRETER_FRAME }];
+        // More than one where a JIT compiler inlined calls: innermost first, as frames go.
+        for (const symbol of symbols) {
+          frames.push({
+            kind,
+            returnAddress: false,
+            addressKind: "interpreter",
+            address: addrOrLine,
+            file: null,
+            symbol,
+          });
+        }
         continue;
       }
       // Above user space (a frame-pointer walk that read garbage): not a code address; keep it exact
@@ -622,7 +625,8 @@ function decodedKey(stack: Stack): string {
   for (const frame of stack.frames) {
     const symbol = frame.symbol;
     key += symbol !== undefined
-      ? `\0i${symbol.kind}\x01${symbol.functionName}\x01${symbol.sourceFile}\x01${symbol.line}`
+      ? `\0i${symbol.kind}\x01${symbol.functionName}\x01${symbol.sourceFile}\x01${symbol.line}` +
+        (symbol.inlined ? "\x01i" : "")
       : `\0${frame.kind}\x01${frame.addressKind}\x01${frame.address}\x01${frame.file?.key ?? ""}\x01` +
         `${frame.returnAddress ? 1 : 0}${frame.signalTrampoline ? 1 : 0}`;
   }

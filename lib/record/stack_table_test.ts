@@ -88,16 +88,16 @@ function traceRecord(pid: number, frames: PyFrame[], labels: [string, string][] 
  */
 class FakePython extends ProcessManager {
   calls = 0;
-  override symbolize(_pid: Pid, frame: InterpreterFrame): SymbolizedFrame | null {
+  override symbolize(_pid: Pid, frame: InterpreterFrame): readonly SymbolizedFrame[] | null {
     this.calls++;
     if (frame.fileId === 0xdead) return null;
     const offset = frame.addrOrLine % 2 ** 32;
-    return {
+    return [{
       kind: "python",
       functionName: frame.fileId === 0x7f0000001000 ? "outer" : "inner",
       sourceFile: "/app/main.py",
       line: 1 + Math.floor(offset / 10),
-    };
+    }];
   }
 }
 

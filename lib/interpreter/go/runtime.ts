@@ -22,6 +22,7 @@ export const goRuntime: Runtime = {
   frameKind: null,
   loader: goLoader,
   unwinder: { slot: GoUnwindProgram.Labels, program: "unwind_go_labels" },
+  jitCode: false,
   processMap: "go_procs",
   bpfMetrics: runtimeMetricNames("Go", GoMetricId),
   check: {

@@ -428,12 +428,12 @@ export class PythonInstance extends InstanceStubs {
     this.publish(ebpf);
   }
 
-  override symbolize(frame: InterpreterFrame): SymbolizedFrame {
+  override symbolize(frame: InterpreterFrame): readonly SymbolizedFrame[] {
     if (frame.kind !== PythonFrameMarker.Python) throw new InterpreterMismatchError();
     this.#symbolized++;
     const { firstLine, byteOffset } = decodePythonAddrOrLine(frame.addrOrLine);
     const symbol = this.symbolizer.symbolize(frame.fileId as Address, byteOffset, firstLine);
-    return { kind: "python", ...symbol };
+    return [{ kind: "python", ...symbol }];
   }
 
   override getAndResetMetrics(): Metric[] {

@@ -47,11 +47,12 @@ function readThreads(instance: PythonInstance): ThreadView[] {
   return instance.threadStates().map((thread) => {
     const raw = instance.stack(thread.address);
     const frames = raw.map((frame) => {
-      const symbol = instance.symbolize({
+      const [symbol] = instance.symbolize({
         kind: PythonFrameMarker.Python,
         fileId: frame.code,
         addrOrLine: encodePythonAddrOrLine(frame.firstLineStamp, frame.byteOffset),
       });
+      assert.ok(symbol !== undefined);
       return { name: symbol.functionName, file: symbol.sourceFile, line: symbol.line, entry: frame.entry };
     });
     return {
@@ -234,6 +235,6 @@ for (const install of installs.found) {
     // Symbolizing an uncached frame of a dead process names it unknown instead of failing.
     attached.memory.clearCache();
     const frame = { kind: PythonFrameMarker.Python, fileId: 0x10000, addrOrLine: 0 };
-    assert.equal(instance.symbolize(frame).functionName, "<unknown>");
+    assert.equal(instance.symbolize(frame)[0]?.functionName, "<unknown>");
   });
 }

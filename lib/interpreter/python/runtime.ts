@@ -22,6 +22,7 @@ export const pythonRuntime: Runtime = {
   },
   loader: pythonLoader,
   unwinder: { slot: PythonUnwindProgram.Python, program: "unwind_python" },
+  jitCode: false,
   processMap: "python_procs",
   bpfMetrics: runtimeMetricNames("Python", PythonMetricId),
   check: { name: "Python frames", run: checkPython },

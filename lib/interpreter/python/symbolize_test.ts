@@ -73,12 +73,12 @@ for (const install of installs.found) {
         fileId: address,
         addrOrLine: encodePythonAddrOrLine(code.firstLine, offset),
       };
-      assert.deepEqual(attached.instance.symbolize(frame), {
+      assert.deepEqual(attached.instance.symbolize(frame), [{
         kind: "python",
         functionName: code.qualname,
         sourceFile: code.filename,
         line,
-      });
+      }]);
     }
     assert.equal(symbolizer.stats.failures, 1);
     assert.throws(

@@ -1,40 +1,43 @@
-// JIT frames from a jitdump end to end: `record -- node --perf-prof ...` runs a JavaScript workload whose
-// machine code V8 describes in jit-PID.dump (in node's working directory, found through its mappings),
-// and the samples in that code must name its JavaScript functions with the script and a line of the
-// function, the chain of calls in order. What is JIT code is told by the workload's own /proc/self/maps,
-// the functions' lines by the test's reading of the script. Needs root, BTF and node.
+// JIT frames from a jitdump end to end: `record -- deno run --v8-flags=--perf-prof ...` runs a JavaScript
+// workload whose machine code V8 describes in jit-PID.dump (in the working directory, found through its
+// mappings), and the samples in that code must name its JavaScript functions with the script and a line
+// of the function, the chain of calls in order. What is JIT code is told by the workload's own
+// /proc/self/maps, the functions' lines by the test's reading of the script. Deno runs it: its V8 has no
+// introspection data, so its JIT code is named from what V8 writes (Node's V8 is unwound by the V8 runtime
+// instead, tests/v8_record_test.ts). Needs root and BTF.
 import assert from "node:assert/strict";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
-import { programs } from "../lib/testing/requirements.ts";
 import { hasChain, REPO_ROOT, runCli, tempDir, tracingTest } from "./helpers.ts";
 import { assertSampleCount, reportedCpuSeconds, StealMeter } from "./sample_bounds.ts";
 
-const WORKLOAD = `${REPO_ROOT}tests/workloads/jitdump_lines.js`;
+const WORKLOAD = `${REPO_ROOT}tests/workloads/jitdump_lines.mjs`;
+/** How V8 names the script of a module: its file URL. */
+const WORKLOAD_URL = new URL(`file://${WORKLOAD}`).href;
 const CHAIN = ["lineOuter", "lineMiddle", "lineLeaf"];
 /**
  * `--perf-prof` writes the jitdump; interpreted functions get a copy of the interpreter's entry in
  * anonymous memory, named there too; without inlining each function keeps its own code (and frame).
  */
-/** The installed node's major version (its line records differ: see below). */
-const NODE_MAJOR = (() => {
-  try {
-    const out = new Deno.Command("node", { args: ["--version"], stdout: "piped" }).outputSync();
-    return Number(/^v(\d+)\./.exec(new TextDecoder().decode(out.stdout))?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-})();
-const NODE_FLAGS = ["--perf-prof", "--interpreted-frames-native-stack", "--no-turbo-inlining"];
+const V8_FLAGS = [
+  "--perf-prof",
+  "--interpreted-frames-native-stack",
+  "--no-turbo-inlining",
+  "--no-maglev-inlining",
+];
 const HZ = 199;
 /** The tag V8 gives JavaScript code: `JS:` since V8 11 (Node 20), `LazyCompile:` and others before. */
 const JS_TAG = /^(?:JS|LazyCompile|Function|InterpretedFunction|Script|Eval):/;
 
-/** The function of a V8 code name (`JS:*name /file.js:1:2`; `~` interpreted, `^` baseline, `*` optimized). */
+/**
+ * The function of a V8 code name (`JS:*name /file.js:1:2`; `~` interpreted, `^` baseline, `+` Maglev, `*`
+ * TurboFan; V8 13 puts `o` before the tier of on-stack-replaced code and `'` after it for code specialised
+ * to its context).
+ */
 function jsFunction(name: string): string | null {
   const tag = JS_TAG.exec(name);
   if (tag === null) return null;
-  return /^[~^*+-]?(\S*)/.exec(name.slice(tag[0].length))?.[1] ?? null;
+  return /^o?[~^*+-]?'?(\S*)/.exec(name.slice(tag[0].length))?.[1] ?? null;
 }
 
 /** The lines of the loop of `function lineLeaf(`, where its time goes: from its `for (` to its `  }`. */
@@ -100,24 +103,25 @@ function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: num
   }));
 }
 
-/** How node runs: with its jitdump only, or a perf map beside it (the jitdump is asked first). */
+/** How V8 runs: with its jitdump only, or a perf map beside it (the jitdump is asked first). */
 const VARIANTS = [
-  { label: "--perf-prof", flags: NODE_FLAGS },
-  { label: "--perf-prof --perf-basic-prof", flags: [...NODE_FLAGS, "--perf-basic-prof"] },
+  { label: "--perf-prof", flags: V8_FLAGS },
+  { label: "--perf-prof --perf-basic-prof", flags: [...V8_FLAGS, "--perf-basic-prof"] },
 ];
 
 Deno.test(tracingTest(
-  "record -- node --perf-prof: JIT frames are named from the jitdump, with the script and line",
+  "record -- deno --v8-flags=--perf-prof: JIT frames are named from the jitdump, with the script and line",
   async () => {
     const dir = tempDir();
     const pids: number[] = [];
     try {
-      const output = `${dir}/node.pb.gz`;
+      const output = `${dir}/jit.pb.gz`;
       const steal = new StealMeter();
-      // Each node writes its dump in its working directory: a folder of the test's.
+      // Each writes its dump in its working directory: a folder of the test's.
       const shell = VARIANTS.map((variant, i) => {
         Deno.mkdirSync(`${dir}/${i}`);
-        return `(cd "${dir}/${i}" && exec node ${variant.flags.join(" ")} "${WORKLOAD}" 3 maps > out) &`;
+        const deno = `"${Deno.execPath()}" run -A --v8-flags=${variant.flags.join(",")}`;
+        return `(cd "${dir}/${i}" && DENO_NO_UPDATE_CHECK=1 exec ${deno} "${WORKLOAD}" 3 maps > out) &`;
       }).join("\n") + "\nwait";
       const result = await runCli(
         ["record", "-F", String(HZ), "-o", output, "--stats", `${dir}/stats`, "--", "bash", "-c", shell],
@@ -135,7 +139,7 @@ Deno.test(tracingTest(
         const folder = `${dir}/${i}`;
         const dumps = [...Deno.readDirSync(folder)].map((entry) => entry.name)
           .filter((name) => /^jit-\d+\.dump$/.test(name));
-        assert.equal(dumps.length, 1, `${variant.label}: node wrote one jitdump: ${dumps.join(", ")}`);
+        assert.equal(dumps.length, 1, `${variant.label}: V8 wrote one jitdump: ${dumps.join(", ")}`);
         const pid = Number(/\d+/.exec(dumps[0]!)![0]);
         pids.push(pid);
         const code = anonymousCode(Deno.readTextFileSync(`${folder}/maps`));
@@ -165,11 +169,11 @@ Deno.test(tracingTest(
           named += count;
           // The top level (an unnamed function) spans the whole script.
           const [first, last] = lines.get(fn) ?? (fn === "" ? [1, Infinity] : [0, -1]);
-          if (leaf.file === WORKLOAD && leaf.line >= first && leaf.line <= last) withLine += count;
+          if (leaf.file === WORKLOAD_URL && leaf.line >= first && leaf.line <= last) withLine += count;
           if (fn !== "lineLeaf") continue;
           inLeaf += count;
           leafLines.add(leaf.line);
-          if (leaf.file === WORKLOAD && leaf.line >= loopStart && leaf.line <= loopEnd) inLoop += count;
+          if (leaf.file === WORKLOAD_URL && leaf.line >= loopStart && leaf.line <= loopEnd) inLoop += count;
           const functions = frames.map((frame) => jsFunction(frame.name)).filter((name) => name !== null);
           if (hasChain(functions, CHAIN)) chained += count;
         }
@@ -187,12 +191,6 @@ Deno.test(tracingTest(
         assert.ok(inLeaf >= inJit / 2, `${variant.label}: ${inLeaf}/${inJit} JIT samples in lineLeaf`);
         assert.ok(named >= 0.9 * inJit, `${variant.label}: ${named}/${inJit} JIT samples named`);
         assert.ok(chained >= 0.9 * inLeaf, `${variant.label}: ${chained}/${inLeaf} show the chain`);
-        if (NODE_MAJOR < 20) {
-          // Node 18's V8 writes line records for node's own scripts only, none for the workload's
-          // (read in Debian 12's 18.20.4 dump): there are no lines to name.
-          console.log(`SKIP lines: node ${NODE_MAJOR} writes no line records for the workload's code`);
-          continue;
-        }
         assert.ok(
           withLine >= 0.9 * inJit,
           `${variant.label}: ${withLine}/${inJit} with the script and a line`,
@@ -211,7 +209,7 @@ Deno.test(tracingTest(
       assert.equal(stats.jitdumps.rejected, 0);
       assert.deepEqual(stats.jitdumps.refused, { "not-regular": 0, owner: 0, denied: 0, failed: 0 });
       assert.ok(stats.jitdumps.lineEntries > 0);
-      assert.equal(stats.mapsRead, 1, "the second node's perf map was read too");
+      assert.equal(stats.mapsRead, 1, "the second process's perf map was read too");
       assert.ok(framesInDump > 0);
       assert.equal(framesInMap, stats.framesNamed - stats.framesNamedFromJitdumps);
       assert.equal(
@@ -230,5 +228,4 @@ Deno.test(tracingTest(
       Deno.removeSync(dir, { recursive: true });
     }
   },
-  programs("node"),
 ));

@@ -3,9 +3,8 @@
 // lineMiddle, which calls lineLeaf, where the CPU time goes in a loop of several statements. Spins until
 // SECONDS of CPU time have passed, writes its /proc/self/maps to MAPS_OUT (the test tells JIT code from
 // files by it), then prints `cpu_seconds=S`.
-// Usage: node --perf-prof [...] jitdump_lines.js SECONDS MAPS_OUT
-"use strict";
-const fs = require("node:fs");
+// Usage: deno run -A --v8-flags=--perf-prof[,...] jitdump_lines.mjs SECONDS MAPS_OUT
+import fs from "node:fs";
 
 function lineLeaf(n) {
   let x = 0;

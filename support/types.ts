@@ -201,6 +201,29 @@ export const pythonProcInfoLayout = {
   code_code_adaptive: { offset: 38, size: 2 }, // __u16
 } as const;
 
+/** Layout of C `struct v8_proc_info` (32 bytes). */
+export const v8ProcInfoLayout = {
+  sizeof: 32,
+  codekind_mask: { offset: 0, size: 4 }, // __u32
+  type_jsfunction_first: { offset: 4, size: 2 }, // __u16
+  type_jsfunction_last: { offset: 6, size: 2 }, // __u16
+  type_shared_function_info: { offset: 8, size: 2 }, // __u16
+  type_code: { offset: 10, size: 2 }, // __u16
+  off_map_instance_type: { offset: 12, size: 2 }, // __u16
+  off_heap_object_map: { offset: 14, size: 2 }, // __u16
+  off_jsfunction_shared: { offset: 16, size: 2 }, // __u16
+  off_jsfunction_code: { offset: 18, size: 2 }, // __u16
+  off_code_instruction_start: { offset: 20, size: 2 }, // __u16
+  off_code_instruction_size: { offset: 22, size: 2 }, // __u16
+  off_code_flags: { offset: 24, size: 2 }, // __u16
+  fp_marker: { offset: 26, size: 1 }, // __u8
+  fp_function: { offset: 27, size: 1 }, // __u8
+  fp_bytecode_offset: { offset: 28, size: 1 }, // __u8
+  codekind_shift: { offset: 29, size: 1 }, // __u8
+  codekind_baseline: { offset: 30, size: 1 }, // __u8
+  code_instructions_is_pointer: { offset: 31, size: 1 }, // __u8
+} as const;
+
 /** Values of C `enum frame_marker`. */
 export const FrameMarker = {
   Unknown: 0,
@@ -490,6 +513,58 @@ export const PythonFrameOwner = {
 } as const;
 /** One value of {@linkcode PythonFrameOwner}. */
 export type PythonFrameOwner = (typeof PythonFrameOwner)[keyof typeof PythonFrameOwner];
+
+/** Values of C `enum v8_frame_marker`. */
+export const V8FrameMarker = {
+  V8: 8,
+} as const;
+/** One value of {@linkcode V8FrameMarker}. */
+export type V8FrameMarker = (typeof V8FrameMarker)[keyof typeof V8FrameMarker];
+
+/** Values of C `enum v8_unwind_program`. */
+export const V8UnwindProgram = {
+  V8: 7,
+} as const;
+/** One value of {@linkcode V8UnwindProgram}. */
+export type V8UnwindProgram = (typeof V8UnwindProgram)[keyof typeof V8UnwindProgram];
+
+/** Values of C `enum v8_metric_id`. */
+export const V8MetricId = {
+  Frames: 40,
+  NoProcInfo: 41,
+  BadFrame: 42,
+  NoCode: 43,
+  ReadFailed: 44,
+} as const;
+/** One value of {@linkcode V8MetricId}. */
+export type V8MetricId = (typeof V8MetricId)[keyof typeof V8MetricId];
+
+/** Values of C `enum v8_limits`. */
+export const V8Limits = {
+  ProcsMaxEntries: 4096,
+  FrameBelowFp: 64,
+  CodeBytes: 64,
+} as const;
+/** One value of {@linkcode V8Limits}. */
+export type V8Limits = (typeof V8Limits)[keyof typeof V8Limits];
+
+/** Values of C `enum v8_frame_type`. */
+export const V8FrameType = {
+  Bytecode: 1,
+  Function: 2,
+  Code: 3,
+  Baseline: 4,
+  TypeMask: 7,
+} as const;
+/** One value of {@linkcode V8FrameType}. */
+export type V8FrameType = (typeof V8FrameType)[keyof typeof V8FrameType];
+
+/** Values of C `enum v8_code_cookie`. */
+export const V8CodeCookie = {
+  Shift: 32,
+} as const;
+/** One value of {@linkcode V8CodeCookie}. */
+export type V8CodeCookie = (typeof V8CodeCookie)[keyof typeof V8CodeCookie];
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {

@@ -20,11 +20,13 @@ import type { InterpreterType } from "./interpreter.ts";
 import type { Runtime } from "./runtime.ts";
 import { goRuntime } from "./go/runtime.ts";
 import { pythonRuntime } from "./python/runtime.ts";
+import { v8Runtime } from "./v8/runtime.ts";
 
 /** Every runtime, in the order their loaders are offered a file. */
 export const RUNTIMES: readonly Runtime[] = [
   pythonRuntime,
   goRuntime,
+  v8Runtime,
 ];
 
 /** The BPF unwinders of `runtimes`, for the tail-call table. */

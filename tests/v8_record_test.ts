@@ -1,0 +1,172 @@
+// JavaScript frames end to end, without flags: a `node` process is recorded with -p, and the profile must
+// show its chain of JavaScript functions in order, with the script and the line of each call, whatever tier
+// V8 runs each function in (TurboFan inlines some into their callers: they must still show, as inlined
+// calls). The lines are those the workload marks (`// @line NAME`), read by the test from the file; which
+// functions TurboFan inlined, node says itself (--trace-turbo-inlining only prints: the code is the same).
+// Needs root, BTF and node.
+import assert from "node:assert/strict";
+import { decodePprof } from "../lib/output/pprof_reader.ts";
+import type { Profile } from "../lib/profile/profile.ts";
+import { programs } from "../lib/testing/requirements.ts";
+import { hasChain, REPO_ROOT, tempDir, tracingTest } from "./helpers.ts";
+import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
+import { assertSampleCount } from "./sample_bounds.ts";
+
+const WORKLOAD = Deno.realPathSync(`${REPO_ROOT}tests/workloads/v8_chain.js`);
+const CHAIN = ["jsOuter", "jsMiddle", "jsInner", "jsLeaf"];
+
+/** The lines the workload marks `// @line NAME`, by name. */
+function markedLines(path: string): Map<string, number> {
+  const lines = new Map<string, number>();
+  Deno.readTextFileSync(path).split("\n").forEach((text, i) => {
+    const name = /\/\/ @line (\w+)$/.exec(text)?.[1];
+    if (name !== undefined) lines.set(name, i + 1);
+  });
+  return lines;
+}
+
+interface NodeProcess {
+  pid: number;
+  /** What node printed so far. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** Starts node on the workload and waits for its "ready PID". */
+async function startNode(args: string[]): Promise<NodeProcess> {
+  const child = new Deno.Command("node", {
+    args: [...args, WORKLOAD, "600"],
+    stdout: "piped",
+    stderr: "null",
+  })
+    .spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // gone already
+    }
+    await lines.cancel();
+    await child.status;
+  };
+  let text = "";
+  const deadline = Date.now() + 20_000;
+  while (!/^ready \d+$/m.test(text)) {
+    const { value, done } = await lines.read();
+    if (done || Date.now() > deadline) {
+      await stop();
+      throw new Error(`node did not start: ${JSON.stringify(text.slice(-2000))}`);
+    }
+    text += value;
+  }
+  // Read on, so that node never blocks on a full pipe.
+  (async () => {
+    for (;;) {
+      const { value, done } = await lines.read().catch(() => ({ value: undefined, done: true }));
+      if (done) return;
+      text += value;
+    }
+  })();
+  return { pid: Number(/^ready (\d+)$/m.exec(text)![1]), output: () => text, stop };
+}
+
+interface Frame {
+  kind: string;
+  name: string;
+  file: string;
+  line: number;
+  inlined: boolean;
+}
+
+/** The samples of `pid`, frames root first. */
+function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: number }[] {
+  return profile.samples.filter((sample) => sample.pid === pid).map((sample) => ({
+    count: sample.count,
+    frames: sample.locations.map((index) => {
+      const location = profile.locations[index]!;
+      return {
+        kind: location.kind,
+        name: location.functionName,
+        file: location.sourceFile,
+        line: location.line,
+        inlined: location.inlined ?? false,
+      };
+    }).reverse(),
+  }));
+}
+
+Deno.test(tracingTest(
+  "record -p: a plain node program shows its JavaScript chain in order, with script and line",
+  async () => {
+    const lines = markedLines(WORKLOAD);
+    const dir = tempDir();
+    const node = await startNode(["--trace-turbo-inlining"]);
+    try {
+      const output = `${dir}/node.pb.gz`;
+      const { result, start, end, steal } = await recordWatchingCpu(
+        ["record", "-p", String(node.pid), "-d", "5", "-o", output, "--stats", `${dir}/stats`],
+        [{ pid: node.pid }],
+      );
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
+      assert.ok(end[0], `node ${node.pid} ran throughout the recording`);
+      const samples = samplesOf(decodePprof(Deno.readFileSync(output)), node.pid);
+      const total = samples.reduce((sum, sample) => sum + sample.count, 0);
+      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "node");
+
+      let chained = 0;
+      let withLines = 0;
+      const inlinedSamples = new Map<string, number>();
+      const seen = new Map<string, number>();
+      for (const { frames, count } of samples) {
+        const js = frames.filter((frame) => frame.kind === "v8" && frame.file === WORKLOAD);
+        for (const frame of js) {
+          seen.set(`${frame.name}:${frame.line}`, (seen.get(`${frame.name}:${frame.line}`) ?? 0) + count);
+        }
+        if (!hasChain(js.map((frame) => frame.name), CHAIN)) continue;
+        chained += count;
+        for (const frame of js) {
+          if (frame.inlined) inlinedSamples.set(frame.name, (inlinedSamples.get(frame.name) ?? 0) + count);
+        }
+        // Each caller of the chain stands on the line of its call; the leaf anywhere in its loop.
+        const at = js.findIndex((frame) => frame.name === CHAIN[0]);
+        const calls = js.slice(at, at + CHAIN.length - 1);
+        if (calls.every((frame) => frame.line === lines.get(frame.name))) withLines += count;
+      }
+      const top = [...seen.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12);
+      console.log(
+        `${total} samples; ${chained} (${(100 * chained / total).toFixed(1)}%) show ${
+          CHAIN.join(";")
+        } in order, ` +
+          `${withLines} with each call's line; frames seen: ${top.map(([k, n]) => `${k} x${n}`).join(", ")}`,
+      );
+      assert.ok(chained >= 0.9 * total, `${chained}/${total} samples show the chain`);
+      assert.ok(withLines >= 0.9 * chained, `${withLines}/${chained} of them with each call's line`);
+      // What TurboFan inlined, as node printed it: "Inlining ... <SharedFunctionInfo jsLeaf>} into ...".
+      const inlinedByV8 = new Set(
+        [...node.output().matchAll(/^Inlining \S+ \{\S+ <SharedFunctionInfo (\w+)>\} into/gm)].map((m) =>
+          m[1]!
+        ),
+      );
+      console.log(
+        `TurboFan inlined ${[...inlinedByV8].join(", ") || "nothing"}; samples with each shown inlined: ${
+          [...inlinedSamples].map(([name, n]) => `${name} ${n}`).join(", ") || "none"
+        }`,
+      );
+      for (const name of CHAIN) {
+        const shown = inlinedSamples.get(name) ?? 0;
+        if (inlinedByV8.has(name)) assert.ok(shown >= chained / 2, `${name} inlined in ${shown}/${chained}`);
+        else assert.equal(shown, 0, `${name} is never inlined, yet ${shown} samples show it so`);
+      }
+      assert.ok(
+        inlinedByV8.has("jsLeaf"),
+        "TurboFan inlined the chain's leaf, as the workload is meant to make it",
+      );
+    } finally {
+      await node.stop();
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+  programs("node"),
+));

@@ -9,6 +9,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "stack_deltas.bpf.h"
+#include "stack_window.bpf.h"
 #include "trace.bpf.h"
 
 // Frames per program run; the program tail-calls itself to go deeper. 4 frames a run reach
@@ -34,31 +35,6 @@
 // Pages of the copied stack: the window is read in whole pages past rsp's where it cannot be read at once.
 #define COPIED_STACK_PAGES (COPIED_STACK_BYTES / PAGE_SIZE)
 _Static_assert(COPIED_STACK_BYTES % PAGE_SIZE == 0, "the stack copy is a whole number of pages");
-
-// Reads 8 or 16 bytes of the user stack at `addr`, through the stack window: when the window does not
-// hold them, it is refilled from `addr` on (or to the end of addr's page where the stack ends sooner).
-static __always_inline int read_stack(struct unwind_state *state, __u64 addr, void *dst, __u32 size)
-{
-  if (addr < state->stack_window_start || addr + size > state->stack_window_end) {
-    __u32 length = STACK_WINDOW_BYTES;
-    if (bpf_probe_read_user(state->stack_window, length, (void *)addr)) {
-      length = PAGE_SIZE - (addr & (PAGE_SIZE - 1));
-      if (length > STACK_WINDOW_BYTES)
-        length = STACK_WINDOW_BYTES;
-      if (length < size || bpf_probe_read_user(state->stack_window, length, (void *)addr)) {
-        state->stack_window_end = 0;
-        return bpf_probe_read_user(dst, size, (void *)addr);
-      }
-    }
-    state->stack_window_start = addr;
-    state->stack_window_end = addr + length;
-  }
-  __u64 offset = (addr - state->stack_window_start) & (STACK_WINDOW_BYTES - 1);
-  ((__u64 *)dst)[0] = *(__u64 *)&state->stack_window[offset];
-  if (size == 16)
-    ((__u64 *)dst)[1] = *(__u64 *)&state->stack_window[offset + 8];
-  return 0;
-}
 
 enum step_result {
   STEP_CONTINUE = 0, // = FRAME_NEXT

@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "stack_deltas.bpf.h"
+#include "stack_window.bpf.h"
 #include "trace.bpf.h"
 #include "v8_tracer.h"
 
@@ -28,16 +29,36 @@
 #define V8_SMI_VALUE_SHIFT 32
 // Frame types V8 marks its own frames with are small numbers; anything above is not a marker.
 #define V8_MAX_FRAME_TYPE 64
+// Maps a trace remembers the instance type of (a power of two): JSFunctions have several.
+#define V8_MAP_CACHE_ENTRIES 8
+// Words at the top of the stack searched for the return address of a frameless builtin's caller.
+#define V8_CALLEE_STACK_WORDS 4
 // The largest V8 frame the unwinder accepts: a saved fp further up is taken as garbage.
 #define V8_MAX_FRAME_BYTES 65536
 #define V8_ADDRESS_MASK ((1ULL << 47) - 1)
 
 // The per-CPU scratch of one trace: the process's record, and the frame and code object read at once.
+// What one trace has learnt so far, reset when its walk begins: objects do not move while their thread
+// is stopped on this CPU, and a stack holds the same few maps and, in recursion, the same function again
+// and again. Each hit saves reads of the process's memory, the unwinder's main cost.
+struct v8_trace_cache {
+  __u64 maps[V8_MAP_CACHE_ENTRIES]; // maps whose instance type is known, 0 for an empty entry
+  __u16 map_types[V8_MAP_CACHE_ENTRIES];
+  __u32 next_map;
+  __u64 function; // the last JSFunction identified, 0 for none
+  __u64 shared;   // its SharedFunctionInfo
+  __u64 code;     // its Code, 0 when it had none of a compiled kind
+  __u64 code_start;
+  __u32 code_size;
+  __u32 code_kind;
+};
+
 struct v8_scratch {
   struct v8_proc_info info;
-  // fp - V8_FRAME_BELOW_FP up to fp + 16 (the saved fp and the return address); the slack lets a masked
-  // offset load 8 bytes without leaving the array.
-  __u8 frame[V8_FRAME_BELOW_FP + 16 + 8];
+  struct v8_trace_cache cache;
+  // The first bytes of a JSFunction and of its Code, read at once; the slack lets a masked offset load 8
+  // bytes without leaving the array.
+  __u8 object[V8_OBJECT_BYTES + 8];
   __u8 code[V8_CODE_BYTES + 8];
 };
 
@@ -89,20 +110,34 @@ static __always_inline __u64 read_object(__u64 address)
 }
 
 // The instance type of the heap object at `object`, or 0 (no object type is 0 that the unwinder asks for).
-static __always_inline __u16 object_type(const struct v8_proc_info *info, __u64 object)
+// The instance type of the objects whose map is `map` (a map pointer, its tag cleared), or 0.
+static __always_inline __u16 map_type(struct v8_scratch *v8, __u64 map)
 {
-  if (object == 0)
+  if (map == 0)
     return 0;
-  __u64 map = read_object(object + info->off_heap_object_map);
+  struct v8_trace_cache *cache = &v8->cache;
+  for (int i = 0; i < V8_MAP_CACHE_ENTRIES; i++) {
+    if (cache->maps[i] == map)
+      return cache->map_types[i];
+  }
   __u16 type;
-  if (map == 0 || bpf_probe_read_user(&type, sizeof(type), (void *)(map + info->off_map_instance_type)))
+  if (bpf_probe_read_user(&type, sizeof(type), (void *)(map + v8->info.off_map_instance_type)))
     return 0;
+  __u32 slot = cache->next_map++ & (V8_MAP_CACHE_ENTRIES - 1);
+  cache->maps[slot] = map;
+  cache->map_types[slot] = type;
   return type;
 }
 
-static __always_inline __u64 frame_slot(const struct v8_scratch *v8, __u32 offset)
+// The instance type of the heap object at `object`, or 0 (no object type is 0 that the unwinder asks for).
+static __always_inline __u16 object_type(struct v8_scratch *v8, __u64 object)
 {
-  return *(const __u64 *)&v8->frame[offset & (V8_FRAME_BELOW_FP - 1)];
+  return object == 0 ? 0 : map_type(v8, read_object(object + v8->info.off_heap_object_map));
+}
+
+static __always_inline __u64 object_u64(const struct v8_scratch *v8, __u32 offset)
+{
+  return *(const __u64 *)&v8->object[offset & (V8_OBJECT_BYTES - 1)];
 }
 
 static __always_inline __u32 code_u32(const struct v8_scratch *v8, __u32 offset)
@@ -115,8 +150,16 @@ static __always_inline __u64 code_u64(const struct v8_scratch *v8, __u32 offset)
   return *(const __u64 *)&v8->code[offset & (V8_CODE_BYTES - 1)];
 }
 
-static __always_inline int push(struct trace *trace, __u8 kind, __u64 file_id, __u64 addr_or_line, __u8 flags)
+// Records one frame: 0, or -1 when the trace is full.
+//
+// A global function (scalars in and out, its map looked up itself): each of the places that record a
+// frame then checks the bound on the frame count again, where inlined copies made the verifier lose it.
+__noinline int v8_push(__u64 kind, __u64 file_id, __u64 addr_or_line, __u64 flags)
 {
+  __u32 zero = 0;
+  struct trace *trace = bpf_map_lookup_elem(&trace_scratch, &zero);
+  if (!trace)
+    return -1;
   __u32 n = trace->num_frames;
   if (n >= MAX_FRAMES || n - trace->kernel_frames >= MAX_FRAME_UNWINDS)
     return -1;
@@ -129,32 +172,73 @@ static __always_inline int push(struct trace *trace, __u8 kind, __u64 file_id, _
   return 0;
 }
 
-// What runs in the JavaScript frame whose slots are in v8->frame (pc: where it runs, and whether that is a
+// What runs in the JavaScript frame whose function and bytecode offset slots hold these words (pc: where it
+// runs, and whether that is a
 // return address), as (file_id, addr_or_line) of its record; 0, or -1 when the frame holds no JSFunction
 // (it is not a JavaScript frame after all).
-static __always_inline int identify(struct v8_scratch *v8, __u64 pc, __u8 return_address, __u64 *file_id,
-                                    __u64 *position)
+static __always_inline int identify(struct v8_scratch *v8, __u64 function_slot, __u64 offset_slot, __u64 pc,
+                                    __u8 return_address, __u64 sp, __u64 *file_id, __u64 *position,
+                                    __u8 *in_callee)
 {
   const struct v8_proc_info *info = &v8->info;
-  __u64 function = untag(frame_slot(v8, info->fp_function));
-  __u16 type = object_type(info, function);
-  if (type < info->type_jsfunction_first || type > info->type_jsfunction_last)
+  struct v8_trace_cache *cache = &v8->cache;
+  __u64 function = untag(function_slot);
+  if (function == 0)
     return -1;
-  __u64 shared = read_object(function + info->off_jsfunction_shared);
-  if (shared == 0 || object_type(info, shared) != info->type_shared_function_info)
-    return -1;
-
-  // Compiled code first: the function's current code object, if pc lies in its instructions. (The slot
-  // of the bytecode offset is a spill slot in optimised frames, which may hold anything.)
-  __u64 code = read_object(function + info->off_jsfunction_code);
-  if (code != 0 && object_type(info, code) == info->type_code &&
-      bpf_probe_read_user(v8->code, V8_CODE_BYTES, (void *)code) == 0) {
-    __u64 start = code_u64(v8, info->off_code_instruction_start);
-    if (!info->code_instructions_is_pointer)
-      start = code + info->off_code_instruction_start;
-    __u32 size = code_u32(v8, info->off_code_instruction_size);
-    __u32 kind = (code_u32(v8, info->off_code_flags) & info->codekind_mask) >> info->codekind_shift;
-    if (kind >= info->codekind_baseline && pc >= start && pc < start + size) {
+  if (function != cache->function) {
+    // A function this trace has not met in the frame before: check it, and read what identifies it. Its
+    // map, SharedFunctionInfo and code lie in its first bytes: one read.
+    if (bpf_probe_read_user(v8->object, V8_OBJECT_BYTES, (void *)function))
+      return -1;
+    __u16 type = map_type(v8, untag(object_u64(v8, info->off_heap_object_map)));
+    if (type < info->type_jsfunction_first || type > info->type_jsfunction_last)
+      return -1;
+    __u64 shared = untag(object_u64(v8, info->off_jsfunction_shared));
+    __u64 code = untag(object_u64(v8, info->off_jsfunction_code));
+    if (shared == 0 || object_type(v8, shared) != info->type_shared_function_info)
+      return -1;
+    cache->function = function;
+    cache->shared = shared;
+    cache->code = 0;
+    // Its current code object, if of a compiled kind. (The slot of the bytecode offset is a spill slot in
+    // optimised frames, which may hold anything: the code is asked first.) Its map is in its first bytes.
+    if (code != 0 && bpf_probe_read_user(v8->code, V8_CODE_BYTES, (void *)code) == 0 &&
+        map_type(v8, untag(code_u64(v8, info->off_heap_object_map))) == info->type_code) {
+      __u64 start = code_u64(v8, info->off_code_instruction_start);
+      if (!info->code_instructions_is_pointer)
+        start = code + info->off_code_instruction_start;
+      __u32 kind = (code_u32(v8, info->off_code_flags) & info->codekind_mask) >> info->codekind_shift;
+      if (kind >= info->codekind_baseline) {
+        cache->code = code;
+        cache->code_start = start;
+        cache->code_size = code_u32(v8, info->off_code_instruction_size);
+        cache->code_kind = kind;
+      }
+    }
+  }
+  __u64 shared = cache->shared;
+  __u64 code = cache->code;
+  if (code != 0) {
+    __u64 start = cache->code_start;
+    __u32 size = cache->code_size;
+    __u32 kind = cache->code_kind;
+    if (!return_address && !(pc >= start && pc < start + size)) {
+      // Interrupted in a builtin that builds no frame of its own (baseline and optimised code call them for
+      // arithmetic, property loads, stack checks): fp is still this function's frame, and the return
+      // address into its code lies at the top of the stack.
+      __u64 words[V8_CALLEE_STACK_WORDS];
+      if (bpf_probe_read_user(words, sizeof(words), (void *)sp) == 0) {
+        for (int i = 0; i < V8_CALLEE_STACK_WORDS; i++) {
+          if (words[i] >= start && words[i] < start + size) {
+            pc = words[i];
+            return_address = 1;
+            *in_callee = 1;
+            break;
+          }
+        }
+      }
+    }
+    if (pc >= start && pc < start + size) {
       __u64 cookie = ((__u64)size << 4 | (kind & 0xf)) & 0xffffffff;
       // A return address is just past its call: the call's own position is the one to name.
       *position = (pc - start - (return_address ? 1 : 0)) | cookie << V8_CODE_COOKIE_SHIFT;
@@ -163,7 +247,7 @@ static __always_inline int identify(struct v8_scratch *v8, __u64 pc, __u8 return
     }
   }
   // The interpreter keeps the bytecode offset as a Smi in its frame.
-  __u64 offset = frame_slot(v8, info->fp_bytecode_offset);
+  __u64 offset = offset_slot;
   if ((offset & V8_SMI_TAG_MASK) == 0 && (offset >> V8_SMI_VALUE_SHIFT) != 0 &&
       (offset >> V8_SMI_VALUE_SHIFT) < (1ULL << 31)) {
     *file_id = shared | V8_FRAME_BYTECODE;
@@ -193,27 +277,37 @@ __noinline int v8_step(void)
   __u64 pc = state->pc;
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
 
+  // The slots through the stack window, the lowest first: the window then holds the rest of this frame
+  // and usually its callers' (V8's frames are small).
+  __u64 base = fp - V8_FRAME_BELOW_FP;
+  __u64 offset_slot, function_slot, marker, record[2];
   if (fp == 0 || (fp & 7) || fp < state->sp || fp - state->sp > V8_MAX_FRAME_BYTES ||
-      bpf_probe_read_user(v8->frame, V8_FRAME_BELOW_FP + 16, (void *)(fp - V8_FRAME_BELOW_FP))) {
+      read_stack(state, base + v8->info.fp_bytecode_offset, &offset_slot, 8) ||
+      read_stack(state, base + v8->info.fp_function, &function_slot, 8) ||
+      read_stack(state, base + v8->info.fp_marker, &marker, 8) || read_stack(state, fp, record, 16)) {
     metric_increment(METRIC_V8_READ_FAILED);
     trace->stop_reason = UNWIND_STOP_READ_FAILED;
-    push(trace, FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
+    v8_push(FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
     return V8_STEP_DONE;
   }
-  __u64 saved_fp = *(__u64 *)&v8->frame[V8_FRAME_BELOW_FP];
-  __u64 return_address = *(__u64 *)&v8->frame[V8_FRAME_BELOW_FP + 8];
+  __u64 saved_fp = record[0];
+  __u64 return_address = record[1];
 
-  __u64 marker = frame_slot(v8, v8->info.fp_marker);
   __u64 file_id = 0, position = 0;
+  __u8 in_callee = 0;
   int pushed;
   if ((marker & V8_SMI_TAG_MASK) == 0 && (marker >> 1) < V8_MAX_FRAME_TYPE) {
     // One of V8's own frames (entry, exit, a stub): a native frame, named by the builtin's symbol.
-    pushed = push(trace, FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
-  } else if (identify(v8, pc, state->return_address, &file_id, &position) == 0) {
-    pushed = push(trace, FRAME_MARKER_V8, file_id, position, ra_flag);
+    pushed = v8_push(FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
+  } else if (identify(v8, function_slot, offset_slot, pc, state->return_address, state->sp, &file_id, &position,
+                      &in_callee) == 0) {
+    // The frameless builtin pc is in, then the function that called it.
+    pushed = in_callee ? v8_push(FRAME_MARKER_NATIVE, 0, pc, FRAME_FLAG_ABSOLUTE_ADDRESS) : 0;
+    if (pushed == 0)
+      pushed = v8_push(FRAME_MARKER_V8, file_id, position, in_callee ? FRAME_FLAG_RETURN_ADDRESS : ra_flag);
   } else {
     metric_increment(METRIC_V8_BAD_FRAME);
-    pushed = push(trace, FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
+    pushed = v8_push(FRAME_MARKER_NATIVE, 0, pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS);
   }
   if (pushed) {
     trace->stop_reason = UNWIND_STOP_TRUNCATED;
@@ -253,8 +347,10 @@ int unwind_v8(struct bpf_perf_event_data *ctx)
     report_process(EVENT_KIND_PROCESS_STALE, pid);
     state->interpreter_done = 1;
   } else {
-    if (interpreter_walk_begins(state, PROG_UNWIND_V8))
+    if (interpreter_walk_begins(state, PROG_UNWIND_V8)) {
       v8->info = *info;
+      __builtin_memset(&v8->cache, 0, sizeof(v8->cache));
+    }
     int result = V8_STEP_MORE;
     __u32 before = trace->num_frames;
     for (int i = 0; i < V8_FRAMES_PER_RUN && result == V8_STEP_MORE; i++)

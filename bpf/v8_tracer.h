@@ -37,11 +37,13 @@ _Static_assert((int)METRIC_V8_FRAMES >= (int)METRIC_RUNTIMES_FIRST &&
 
 enum v8_limits {
   V8_PROCS_MAX_ENTRIES = 4096,
-  // The part of a frame read at once: FP-relative slots from fp - V8_FRAME_BELOW_FP (the marker, the
+  // How far below fp the frame slots the unwinder reads may lie (the marker, the
   // function, the bytecode offset) up to the saved fp and the return address.
   V8_FRAME_BELOW_FP = 64,
   // The first bytes of a Code object read at once: every field the unwinder needs of it lies in them.
   V8_CODE_BYTES = 64,
+  // The first bytes of a JSFunction read at once: its map, SharedFunctionInfo and code lie in them.
+  V8_OBJECT_BYTES = 64,
 };
 
 // What a V8 frame holds, in the low 3 bits of frame.file_id (object pointers are 8-byte aligned once

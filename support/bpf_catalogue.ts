@@ -144,7 +144,7 @@ export const BPF_MAPS = {
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
   unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
   v8_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 32, maxEntries: 4096 },
-  v8_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 192, maxEntries: 1 },
+  v8_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 304, maxEntries: 1 },
 } as const;
 
 /** The name of a map of the BPF object. */

@@ -544,6 +544,7 @@ export const V8Limits = {
   ProcsMaxEntries: 4096,
   FrameBelowFp: 64,
   CodeBytes: 64,
+  ObjectBytes: 64,
 } as const;
 /** One value of {@linkcode V8Limits}. */
 export type V8Limits = (typeof V8Limits)[keyof typeof V8Limits];

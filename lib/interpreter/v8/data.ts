@@ -39,7 +39,7 @@ export function v8ProcRecord(layout: V8Layout): Uint8Array {
   u16(L.off_code_instruction_start, layout.code.instructionStart);
   u16(L.off_code_instruction_size, layout.code.instructionSize);
   u16(L.off_code_flags, layout.code.flags);
-  // BPF reads the frame from fp - FrameBelowFp: a slot at fp - 8 is byte FrameBelowFp - 8 of what it read.
+  // BPF finds a slot at fp - FrameBelowFp + this: fp - 8 is FrameBelowFp - 8.
   const below = V8Limits.FrameBelowFp;
   u8(L.fp_marker, below + layout.frame.marker);
   u8(L.fp_function, below + layout.frame.function);

@@ -5,10 +5,11 @@
  * the V8 unwinder, as the file's interpreter ranges.
  *
  * The blob is `v8_Default_embedded_blob_code_` (a local symbol, in `.symtab` when the file keeps one) of
- * `v8_Default_embedded_blob_code_size_` bytes. A stripped file (Debian's libnode) keeps only the exported
+ * `v8_Default_embedded_blob_code_size_` bytes. Every file (a stripped one too, Debian's libnode) exports the
  * accessors `v8::internal::DefaultEmbeddedBlobCode()` and `...CodeSize()`, whose first instructions load
  * them: an immediate, or a RIP-relative variable (the code's address in a pointer the dynamic loader
- * relocates, so it is read from the file's R_X86_64_RELATIVE relocation).
+ * relocates, so it is read from the file's R_X86_64_RELATIVE relocation). They are read first; the local
+ * symbols only when the accessors have another shape.
  *
  * @example
  * ```ts ignore
@@ -20,6 +21,7 @@
  */
 import { type ElfFile, PF_X, PT_LOAD } from "../../elf/elf_file.ts";
 import type { Address } from "../../types.ts";
+import { findDynamicSymbol } from "../dynamic_symbol_lookup.ts";
 import { findElfSymbols, readElfBytes } from "../elf_symbols.ts";
 import type { AddressRange } from "../interpreter.ts";
 
@@ -45,23 +47,27 @@ type Load =
  * @throws {RangeError} when they tell a range outside the file's executable code.
  */
 export function findEmbeddedBlob(elf: ElfFile): AddressRange | null {
-  const symbols = findElfSymbols(elf, [BLOB, BLOB_SIZE, BLOB_ACCESSOR, BLOB_SIZE_ACCESSOR]);
   let start: number | null = null;
   let size: number | null = null;
-  const blob = symbols.get(BLOB);
-  const blobSize = symbols.get(BLOB_SIZE);
-  if (blob !== undefined && blobSize !== undefined && isExecutable(elf, blob.value)) {
-    start = blob.value;
-    size = readU32(elf, blobSize.value);
-  }
-  const accessor = symbols.get(BLOB_ACCESSOR);
-  const sizeAccessor = symbols.get(BLOB_SIZE_ACCESSOR);
-  if (start === null && accessor !== undefined && sizeAccessor !== undefined) {
+  // The exported accessors first: a lookup in the hash table, where the local symbols need a scan of
+  // the whole symbol table.
+  const accessor = findDynamicSymbol(elf, BLOB_ACCESSOR);
+  const sizeAccessor = findDynamicSymbol(elf, BLOB_SIZE_ACCESSOR);
+  if (accessor !== null && sizeAccessor !== null) {
     const code = decodeLoad(elf, accessor.value, 8);
     const length = decodeLoad(elf, sizeAccessor.value, 4);
     if (code !== null && length !== null) {
       start = code.kind === "immediate" ? code.value : relocatedPointer(elf, code.address);
       size = length.kind === "immediate" ? length.value : readU32(elf, length.address);
+    }
+  }
+  if (start === null) {
+    const symbols = findElfSymbols(elf, [BLOB, BLOB_SIZE]);
+    const blob = symbols.get(BLOB);
+    const blobSize = symbols.get(BLOB_SIZE);
+    if (blob !== undefined && blobSize !== undefined && isExecutable(elf, blob.value)) {
+      start = blob.value;
+      size = readU32(elf, blobSize.value);
     }
   }
   if (start === null || size === null) return null;

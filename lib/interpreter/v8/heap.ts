@@ -88,6 +88,11 @@ export class V8Heap {
     return (high * TWO_POW_32 + low - HEAP_OBJECT_TAG) as V8Object;
   }
 
+  /** `length` raw bytes at `address` (a BytecodeArray's bytecodes). */
+  bytes(address: number, length: number): Uint8Array {
+    return this.#memory.read(address, length);
+  }
+
   /** The u32 at `address` (a raw field: a size, flags). */
   u32(address: number): number {
     return this.#memory.u32(address);

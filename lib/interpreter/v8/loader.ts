@@ -43,6 +43,14 @@ export function bpfLayoutProblem(layout: V8Layout): string | null {
   for (const [name, offset, width] of codeFields) {
     if (offset < 0 || offset + width > V8Limits.CodeBytes) return `Code.${name} at ${offset}`;
   }
+  const objectFields: [string, number][] = [
+    ["HeapObject.map", layout.heapObjectMap],
+    ["JSFunction.shared", layout.jsFunction.shared],
+    ["JSFunction.code", layout.jsFunction.code],
+  ];
+  for (const [name, offset] of objectFields) {
+    if (offset < 0 || offset + 8 > V8Limits.ObjectBytes) return `${name} at ${offset}`;
+  }
   return null;
 }
 

@@ -15,6 +15,7 @@
  */
 import { V8CodeCookie, V8FrameType } from "../../../support/types.ts";
 import { type SymbolizedFrame, TOP_LEVEL_FUNCTION_NAME, UNKNOWN_SOURCE_FILE } from "../interpreter.ts";
+import { bytecodeOffsetAt } from "./baseline_offsets.ts";
 import { type V8Heap, type V8Object, V8ObjectError } from "./heap.ts";
 import {
   inliningIdOf,
@@ -113,14 +114,8 @@ export class V8Symbolizer {
       }
       case V8FrameType.Code:
         return this.#optimised(object, addrOrLine);
-      case V8FrameType.Baseline: {
-        const shared = this.#heap.expect(
-          this.#heap.field(object, L.jsFunction.shared),
-          L.types.sharedFunctionInfo,
-          "SharedFunctionInfo",
-        );
-        return [this.#frame(shared, null)];
-      }
+      case V8FrameType.Baseline:
+        return [this.#baseline(object, addrOrLine)];
       default:
         throw new V8ObjectError(`a V8 frame of type ${type}`);
     }
@@ -181,6 +176,43 @@ export class V8Symbolizer {
     return frames;
   }
 
+  /** A frame of Sparkplug code (`fn` is its JSFunction): the bytecode its pc offset was compiled from. */
+  #baseline(fn: V8Object, addrOrLine: number): SymbolizedFrame {
+    const L = this.#heap.layout;
+    const memory = this.#heap;
+    const shared = memory.expect(
+      memory.field(fn, L.jsFunction.shared),
+      L.types.sharedFunctionInfo,
+      "SharedFunctionInfo",
+    );
+    const code = memory.field(fn, L.jsFunction.code);
+    const cookie = Math.floor(addrOrLine / 2 ** V8CodeCookie.Shift);
+    const pcOffset = addrOrLine % 2 ** V8CodeCookie.Shift;
+    // The function may have tiered up since: its code is then no longer the one BPF saw.
+    if (code === null || memory.type(code) !== L.types.code || !this.#cookieMatches(code, cookie)) {
+      return this.#frame(shared, null);
+    }
+    const bytecode = memory.field(code, L.code.deoptimizationData);
+    const offsets = memory.field(code, L.code.sourcePositionTable);
+    if (
+      L.bytecodeSizes === null || bytecode === null || offsets === null ||
+      memory.type(bytecode) !== L.types.bytecodeArray || memory.type(offsets) !== L.types.byteArray
+    ) {
+      return this.#frame(shared, null);
+    }
+    const length = memory.smi(bytecode, L.fixedArray.length);
+    if (length === null || length < 0 || length > MAX_TABLE_BYTES) return this.#frame(shared, null);
+    const bytecodes = memory.bytes(bytecode + L.bytecodeArray.data, length);
+    const offset = bytecodeOffsetAt(
+      memory.byteArray(offsets, MAX_TABLE_BYTES),
+      bytecodes,
+      L.bytecodeSizes,
+      pcOffset,
+    );
+    const table = offset === null ? null : this.#positionTable(bytecode);
+    return this.#frame(shared, table === null ? null : positionAt(table, offset!));
+  }
+
   /** Whether `code` is still the code BPF saw: the same instruction size and kind. */
   #cookieMatches(code: V8Object, cookie: number): boolean {
     const L = this.#heap.layout;
@@ -200,7 +232,14 @@ export class V8Symbolizer {
       data = memory.field(data, L.code.deoptimizationData);
     }
     if (data === null || memory.type(data) !== L.types.bytecodeArray) return null;
-    const table = memory.field(data, L.bytecodeArray.sourcePositionTable);
+    return this.#positionTable(data);
+  }
+
+  /** The position table of BytecodeArray `bytecode`, or null when V8 has not made one. */
+  #positionTable(bytecode: V8Object): Uint8Array | null {
+    const L = this.#heap.layout;
+    const memory = this.#heap;
+    const table = memory.field(bytecode, L.bytecodeArray.sourcePositionTable);
     if (table === null || memory.type(table) !== L.types.byteArray) return null;
     return memory.byteArray(table, MAX_TABLE_BYTES);
   }

@@ -46,7 +46,8 @@ import {
 } from "./short_lived.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--rounds N] [--workload chain|deep|python|build|storm] [--no-tables] [--no-python]
+                       [--rounds N] [--workload chain|deep|python|node|build|storm] [--no-tables]
+                       [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -62,22 +63,24 @@ of median CPU time, and every round's CPU is listed under it.
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
                        frame pointers so that every tool can unwind them; or python (a 20-frame Python
-                       stack run by python3, which only omniprof names); or one of short-lived
+                       stack run by python3) or node (a 20-frame JavaScript stack run by node without
+                       flags), which only omniprof names; or one of short-lived
                        processes, where each tool starts the workload itself and the table gives the
                        share of samples with a named leaf and a complete stack, and the profiler's CPU
                        per 1,000 process starts: build (make -j2 of a generated 44-file C project,
                        cc1's samples) or storm (bash starting /bin/true for --duration seconds, true's
                        samples). These two run omniprof, perf (-g), perf-a (-a -g) and perf-dwarf (--call-graph dwarf)
                        once each, at 499 Hz unless --frequency says otherwise
-  --no-python          skip the section that runs omniprof on a 30-frame native and a 20-frame Python
-                       stack (BPF ns per sample and host CPU per 1,000 samples, side by side)
+  --no-python          skip the section that runs omniprof on a 30-frame native, a 20-frame Python and a
+                       20-frame JavaScript stack (BPF ns per sample and host CPU per 1,000 samples, side
+                       by side)
   --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
                        per executable)
 `;
 
 /**
- * The workloads: a file of tests/workloads (C, or a Python script run by Debian's python3) and the chain
- * every one of its samples holds.
+ * The workloads: a file of tests/workloads (C, or a Python or JavaScript script run by the system's python3
+ * or node) and the chain every one of its samples holds.
  */
 const WORKLOADS = {
   chain: { source: "chain.c", comm: "chain_bench", chain: ["main", "a", "b", "c"] },
@@ -86,6 +89,11 @@ const WORKLOADS = {
     source: "deep.py",
     comm: "python_bench",
     chain: ["<module>", "main", ...Array(17).fill("level"), "burn"],
+  },
+  node: {
+    source: "deep.js",
+    comm: "node_bench",
+    chain: ["main", ...Array(17).fill("level"), "burn"],
   },
 } as const;
 
@@ -147,8 +155,8 @@ function parseOptions(argv: string[]): Options | string {
   const unknown = keys.filter((key) => !known.includes(key));
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")} (use ${known.join(",")})`;
   if (shortLived !== null && values.rounds !== undefined) return `--rounds: not with --workload ${workload}`;
-  if (shortLived === null && workload !== "chain" && workload !== "deep" && workload !== "python") {
-    return `--workload ${workload}: use chain, deep, python, build or storm`;
+  if (shortLived === null && !Object.hasOwn(WORKLOADS, workload)) {
+    return `--workload ${workload}: use chain, deep, python, node, build or storm`;
   }
   return {
     workload: shortLived === null ? WORKLOADS[workload as keyof typeof WORKLOADS] : WORKLOADS.chain,
@@ -209,7 +217,7 @@ async function firstLine(program: string, args: string[]): Promise<string> {
 
 async function compileWorkload(dir: string, workload: Options["workload"]): Promise<string> {
   const path = `${dir}/${workload.comm}`;
-  if (workload.source.endsWith(".py")) {
+  if (workload.source.endsWith(".py") || workload.source.endsWith(".js")) {
     // Run through its #! line, the executable's name becomes the thread name, as for the C workloads.
     Deno.copyFileSync(`${REPO_ROOT}tests/workloads/${workload.source}`, path);
     Deno.chmodSync(path, 0o755);
@@ -241,6 +249,8 @@ function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
     return [
       workload === WORKLOADS.python.source
         ? `${workload} (20 Python frames under python3's native ones)`
+        : workload === WORKLOADS.node.source
+        ? `${workload} (20 JavaScript frames under node's native ones)`
         : `${workload} (30 native frames)`,
       String(samples),
       row.completeShare === null ? "-" : `${(row.completeShare * 100).toFixed(1)}%`,
@@ -250,7 +260,7 @@ function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
     ];
   });
   return `${alignColumns([header, ...lines])}
-(CPU includes the same fixed start-up for both; the difference is what Python frames cost)`;
+(CPU includes the same fixed start-up for each; the differences are what Python and JavaScript frames cost)`;
 }
 
 /**
@@ -345,7 +355,11 @@ async function main(argv: string[]): Promise<number> {
     frequencyHz: options.frequencyHz,
     workload: `${cpus} x tests/workloads/${options.workload.source} ` +
       `(${
-        options.workload.source.endsWith(".py") ? "python3" : "-O2 -fno-omit-frame-pointer"
+        options.workload.source.endsWith(".py")
+          ? "python3"
+          : options.workload.source.endsWith(".js")
+          ? "node"
+          : "-O2 -fno-omit-frame-pointer"
       }) as ${options.workload.comm}`,
     versions: {
       deno: Deno.version.deno,
@@ -407,7 +421,7 @@ async function main(argv: string[]): Promise<number> {
     }
     const omniprof = PEERS.find((peer) => peer.key === "omniprof");
     if (options.python && omniprof !== undefined && !missing.has("omniprof")) {
-      for (const spec of [WORKLOADS.deep, WORKLOADS.python]) {
+      for (const spec of [WORKLOADS.deep, WORKLOADS.python, WORKLOADS.node]) {
         console.log(`omniprof on ${spec.source}:`);
         const path = await compileWorkload(dir, spec);
         pythonRows.push({

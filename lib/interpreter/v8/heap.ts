@@ -28,6 +28,8 @@ export class V8ObjectError extends Error {
 }
 
 const TAG_MASK = 3;
+/** The instance-type bit of an external string whose characters' address V8 does not cache. */
+const UNCACHED_EXTERNAL_STRING = 0x10;
 const HEAP_OBJECT_TAG = 1;
 const TWO_POW_32 = 4294967296;
 /** Names and file names longer than this are cut (V8 allows far longer strings: source text). */
@@ -215,7 +217,17 @@ export class V8Heap {
       if (offset === null || offset < 0) throw new V8ObjectError("a sliced string without an offset");
       return this.#string(this.#part(object, S.slicedParent), offset + start, count, depth + 1);
     }
-    if (representation === S.externalTag) throw new ExternalStringError();
+    if (representation === S.externalTag) {
+      // The embedder keeps the characters (Node: its built-in modules' sources); V8 caches their address
+      // right after the resource, unless the string is marked uncached.
+      if ((type & UNCACHED_EXTERNAL_STRING) !== 0) throw new ExternalStringError();
+      const [high, low] = this.#memory.u64Halves(object + S.externalResource + 8);
+      const data = high * TWO_POW_32 + low;
+      if (data === 0 || high >= 0x8000) throw new ExternalStringError();
+      const width = oneByte ? 1 : 2;
+      const bytes = this.#memory.read(data + start * width, count * width);
+      return oneByte ? latin1.decode(bytes) : utf16.decode(bytes);
+    }
     throw new V8ObjectError(`a string of representation ${representation}`);
   }
 

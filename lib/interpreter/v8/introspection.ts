@@ -51,6 +51,8 @@ export interface V8StringLayout {
   readonly thinActual: number;
   readonly slicedParent: number;
   readonly slicedOffset: number;
+  /** ExternalString.resource; the characters' address, cached, follows it. */
+  readonly externalResource: number;
 }
 
 /** Everything the unwinder and the namer read of V8's objects, in bytes. */
@@ -161,6 +163,7 @@ const FIELDS = {
   thinActual: ["v8dbg_class_ThinString__actual__String"],
   slicedParent: ["v8dbg_class_SlicedString__parent__String"],
   slicedOffset: ["v8dbg_class_SlicedString__offset__SMI"],
+  externalResource: ["v8dbg_class_ExternalString__resource__Object"],
   jsFunctionShared: ["v8dbg_class_JSFunction__shared__SharedFunctionInfo"],
   jsFunctionCode: ["v8dbg_class_JSFunction__code__Code", "v8dbg_class_JSFunction__code__CodeT"],
   sfiNameOrScopeInfo: ["v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object"],
@@ -327,6 +330,7 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       thinActual: required("thinActual"),
       slicedParent: required("slicedParent"),
       slicedOffset: required("slicedOffset"),
+      externalResource: required("externalResource"),
     },
     jsFunction: {
       shared: jsFunctionShared,

@@ -265,7 +265,13 @@ export class V8Symbolizer {
     let script = memory.field(shared, L.sharedFunctionInfo.scriptOrDebugInfo);
     if (script !== null && memory.type(script) !== L.types.script) script = null;
     const nameObject = script === null ? null : memory.field(script, L.script.name);
-    const sourceFile = nameObject !== null && memory.isString(nameObject) ? memory.string(nameObject) : "";
+    let sourceFile = "";
+    try {
+      if (nameObject !== null && memory.isString(nameObject)) sourceFile = memory.string(nameObject);
+    } catch (error) {
+      // A name this cannot read (an uncached external string): the function is still worth naming.
+      if (!(error instanceof V8ObjectError)) throw error;
+    }
     fn = { name: this.#functionName(shared, script), script, sourceFile: sourceFile || UNKNOWN_SOURCE_FILE };
     if (this.#functions.size >= CACHE_ENTRIES) this.#functions.clear();
     this.#functions.set(shared, fn);
@@ -287,9 +293,18 @@ export class V8Symbolizer {
     const locals = memory.smiAt(slot(L.scopeInfo.contextLocalCount));
     if (locals === null || locals < 0) return ANONYMOUS_FUNCTION_NAME;
     const first = L.scopeInfo.firstVars + (locals > MAX_INLINED_LOCAL_NAMES ? 1 : locals) + locals;
-    for (let i = first; i < first + NAME_SLOTS; i++) {
+    // The optional fields after the locals: a saved class variable, the function variable (its name, a
+    // slot index), the inferred name, then the function's start and end positions (two Smis) and objects
+    // that are no names (the outer scope, a module's info). A name lies before the positions.
+    let smis = 0;
+    for (let i = first; i < first + NAME_SLOTS && smis < 2; i++) {
       const candidate = memory.objectAt(slot(i));
-      if (candidate === null || !memory.isString(candidate)) continue;
+      if (candidate === null) {
+        smis = memory.smiAt(slot(i)) === null ? 0 : smis + 1;
+        continue;
+      }
+      smis = 0;
+      if (!memory.isString(candidate)) continue;
       const name = memory.string(candidate);
       if (name !== "") return name;
     }

@@ -113,6 +113,42 @@ function guestPython(): { executable: string; files: GuestFile[] } | null {
   return { executable, files };
 }
 
+/**
+ * The system's node for the guest's V8 check, with the JavaScript chain workload, or null (the check then
+ * skips). Debian's node loads some of its built-in modules from /usr/share/nodejs at start: the one it
+ * needs to start (cjs-module-lexer) comes along.
+ */
+function guestNode(): { executable: string; files: GuestFile[] } | null {
+  let executable: string;
+  try {
+    executable = Deno.realPathSync("/usr/bin/node");
+  } catch {
+    return null;
+  }
+  const files: GuestFile[] = [
+    { path: executable, data: Deno.readFileSync(executable), mode: 0o755 },
+    {
+      path: "/omniprof/workloads/v8_chain.js",
+      data: Deno.readFileSync(`${REPO_ROOT}tests/workloads/v8_chain.js`),
+      mode: 0o644,
+    },
+  ];
+  const lexer = "/usr/share/nodejs/cjs-module-lexer";
+  const walk = (dir: string) => {
+    for (const entry of Deno.readDirSync(dir)) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) walk(path);
+      else if (entry.isFile) files.push({ path, data: Deno.readFileSync(path), mode: 0o644 });
+    }
+  };
+  try {
+    walk(lexer);
+  } catch {
+    // not Debian's node: it has its modules inside
+  }
+  return { executable, files };
+}
+
 /** Builds the bundles, the workloads and the initramfs for a run. */
 export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs> {
   const runDir = Deno.makeTempDirSync({ prefix: "omniprof-test-kernel-" });
@@ -144,7 +180,12 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
     const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
     const libbpf = await findLibrary("libbpf.so.1");
     const python = guestPython();
-    const base = await baseFiles([libbpf], python ? [chain, python.executable] : [chain]);
+    const node = guestNode();
+    const base = await baseFiles([libbpf], [
+      chain,
+      ...(python ? [python.executable] : []),
+      ...(node ? [node.executable] : []),
+    ]);
     const suiteArgs = options.only.length > 0 ? ["--only", options.only.join(",")] : [];
     return await buildInitramfs(WORK_DIR, base, {
       init: initScript(suiteArgs),
@@ -157,6 +198,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
         },
         { path: "/omniprof/workloads/chain", data: Deno.readFileSync(chain), mode: 0o755 },
         ...(python?.files ?? []),
+        ...(node?.files ?? []),
       ],
     });
   } finally {

@@ -534,6 +534,63 @@ const recordPython: GuestCheck = {
   },
 };
 
+/**
+ * `record -p` on a node process running jsOuter -> jsMiddle -> jsInner -> jsLeaf: the native unwinder hands
+ * V8's builtins and JIT code to the V8 unwinder, which must load, be tail-called and walk V8's frames on
+ * this kernel; the host names them from the process's memory.
+ */
+const recordNode: GuestCheck = {
+  name: "record-node",
+  async run(context) {
+    const node = "/usr/bin/node";
+    try {
+      Deno.statSync(node);
+    } catch {
+      throw new CheckSkipped("the image has no node (the host had none)");
+    }
+    const folded = "/tmp/omniprof-node.folded";
+    const stats = "/tmp/omniprof-node.json";
+    const workload = new Deno.Command(node, {
+      args: [`${context.workloads}/v8_chain.js`, "600"],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    // The script prints "ready PID" once its loop is about to start; V8 then needs a moment, under
+    // emulation, to compile the chain.
+    const ready = async () => {
+      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let printed = "";
+      while (!printed.includes("ready")) {
+        const { value, done } = await reader.read();
+        if (done) throw new CheckFailure(`${node} exited before it was ready`);
+        printed += value;
+      }
+      reader.releaseLock();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    };
+    const run = await recordRunning(context, workload, ready, folded, stats, "pid", 3);
+    const stacks = parseFolded(Deno.readTextFileSync(folded));
+    const total = countWhere(stacks, () => true);
+    const chain = ["jsOuter", "jsMiddle", "jsInner", "jsLeaf"];
+    const complete = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as { bpf: Record<string, number> };
+    const v8Counters = Object.fromEntries(
+      Object.entries(counters.bpf).filter(([key]) => key.startsWith("V8")),
+    );
+    const details = [
+      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10).map((s) =>
+        `${s.count} ${s.frames.join(";")}`
+      ),
+      `V8 counters: ${JSON.stringify(v8Counters)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+    ];
+    expect(total >= 20, `only ${total} samples of node in 3 s`, details);
+    expect(complete / total >= 0.9, `${complete}/${total} samples show ${chain.join(";")}`, details);
+    return `node: ${complete}/${total} samples show ${chain.join(";")} ` +
+      `(${(100 * complete / total).toFixed(0)}%), ${counters.bpf.V8Frames} V8 frames from BPF`;
+  },
+};
+
 /** Every check, in the order the suite runs them. */
 export function guestChecks(context: SuiteContext): GuestCheck[] {
   return [
@@ -550,5 +607,6 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     recordChain,
     recordSystem,
     recordPython,
+    recordNode,
   ];
 }

@@ -336,3 +336,52 @@ export function hasChain(frames: string[], chain: string[]): boolean {
 export function tempDir(): string {
   return Deno.makeTempDirSync({ prefix: "omniprof-test-" });
 }
+
+/** A workload that printed `ready PID`, still running. */
+export interface ReadyProcess {
+  pid: number;
+  /** What it printed so far (it is read on, so that it never blocks on a full pipe). */
+  output(): string;
+  /** Kills it and waits for its end. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `command` and waits (20 s at most) until it prints `ready PID` on a line of its own, the PID it
+ * runs as (a script's interpreter may be a child of a wrapper).
+ */
+export async function startReadyProcess(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: Record<string, string> } = {},
+): Promise<ReadyProcess> {
+  const child = new Deno.Command(command, { args, ...options, stdout: "piped", stderr: "null" }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // gone already
+    }
+    await lines.cancel().catch(() => {});
+    await child.status;
+  };
+  let text = "";
+  const deadline = Date.now() + 20_000;
+  while (!/^ready \d+$/m.test(text)) {
+    const { value, done } = await lines.read();
+    if (done || Date.now() > deadline) {
+      await stop();
+      throw new Error(`${command} did not start: ${JSON.stringify(text.slice(-2000))}`);
+    }
+    text += value;
+  }
+  (async () => {
+    for (;;) {
+      const { value, done } = await lines.read().catch(() => ({ value: undefined, done: true }));
+      if (done) return;
+      text += value;
+    }
+  })();
+  return { pid: Number(/^ready (\d+)$/m.exec(text)![1]), output: () => text, stop };
+}

@@ -7,7 +7,14 @@
 import assert from "node:assert/strict";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
-import { hasChain, REPO_ROOT, tempDir, tracingTest } from "./helpers.ts";
+import {
+  hasChain,
+  type ReadyProcess,
+  REPO_ROOT,
+  startReadyProcess,
+  tempDir,
+  tracingTest,
+} from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 
@@ -21,41 +28,12 @@ const BASE_FLAGS = ["--perf-basic-prof", "--no-turbo-inlining", "--no-maglev-inl
 /** Interpreted functions get a copy of the interpreter's entry in anonymous memory, named in the map. */
 const INTERPRETED_FLAG = "--interpreted-frames-native-stack";
 
-interface JsProcess {
-  pid: number;
-  stop(): Promise<void>;
-}
-
-/** Starts the workload with `flags` in `cwd` (V8 writes a log there) and waits for its "ready PID". */
-async function startDeno(flags: string[], cwd: string): Promise<JsProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `--v8-flags=${flags.join(",")}`, WORKLOAD, "600"],
+/** Starts the workload under Deno with V8 `flags` in `cwd` (V8 writes a log there). */
+function startDeno(flags: string[], cwd: string): Promise<ReadyProcess> {
+  return startReadyProcess(Deno.execPath(), ["run", "-A", `--v8-flags=${flags.join(",")}`, WORKLOAD, "600"], {
     cwd,
     env: { DENO_NO_UPDATE_CHECK: "1" },
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const stop = async () => {
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // gone already
-    }
-    await lines.cancel();
-    await child.status;
-  };
-  let text = "";
-  const deadline = Date.now() + 20_000;
-  while (!/^ready \d+$/m.test(text)) {
-    const { value, done } = await lines.read();
-    if (done || Date.now() > deadline) {
-      await stop();
-      throw new Error(`deno did not start: ${JSON.stringify(text)}`);
-    }
-    text += value;
-  }
-  return { pid: Number(/^ready (\d+)$/m.exec(text)![1]), stop };
+  });
 }
 
 /** The anonymous executable mappings of process `pid`, as [start, end) pairs. */
@@ -134,7 +112,7 @@ Deno.test(tracingTest(
       { label: "--perf-basic-prof", flags: BASE_FLAGS },
       { label: `--perf-basic-prof ${INTERPRETED_FLAG}`, flags: [...BASE_FLAGS, INTERPRETED_FLAG] },
     ];
-    const started: JsProcess[] = [];
+    const started: ReadyProcess[] = [];
     try {
       for (const variant of variants) started.push(await startDeno(variant.flags, dir));
       const output = `${dir}/jit.pb.gz`;

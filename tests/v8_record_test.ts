@@ -8,7 +8,14 @@ import assert from "node:assert/strict";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
 import { programs } from "../lib/testing/requirements.ts";
-import { hasChain, REPO_ROOT, tempDir, tracingTest } from "./helpers.ts";
+import {
+  hasChain,
+  type ReadyProcess,
+  REPO_ROOT,
+  startReadyProcess,
+  tempDir,
+  tracingTest,
+} from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 
@@ -25,50 +32,9 @@ function markedLines(path: string): Map<string, number> {
   return lines;
 }
 
-interface NodeProcess {
-  pid: number;
-  /** What node printed so far. */
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/** Starts node with `args` (flags, the script and its arguments) and waits for its "ready PID". */
-async function startNode(args: string[]): Promise<NodeProcess> {
-  const child = new Deno.Command("node", {
-    args,
-    stdout: "piped",
-    stderr: "null",
-  })
-    .spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const stop = async () => {
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // gone already
-    }
-    await lines.cancel();
-    await child.status;
-  };
-  let text = "";
-  const deadline = Date.now() + 20_000;
-  while (!/^ready \d+$/m.test(text)) {
-    const { value, done } = await lines.read();
-    if (done || Date.now() > deadline) {
-      await stop();
-      throw new Error(`node did not start: ${JSON.stringify(text.slice(-2000))}`);
-    }
-    text += value;
-  }
-  // Read on, so that node never blocks on a full pipe.
-  (async () => {
-    for (;;) {
-      const { value, done } = await lines.read().catch(() => ({ value: undefined, done: true }));
-      if (done) return;
-      text += value;
-    }
-  })();
-  return { pid: Number(/^ready (\d+)$/m.exec(text)![1]), output: () => text, stop };
+/** Starts node with `args` (flags, the script and its arguments). */
+function startNode(args: string[]): Promise<ReadyProcess> {
+  return startReadyProcess("node", args);
 }
 
 interface Frame {
@@ -80,7 +46,13 @@ interface Frame {
 }
 
 /** The samples of `pid`, frames root first. */
-function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: number }[] {
+/** One stack of a process, frames root first, and how often it was sampled. */
+interface Sample {
+  frames: Frame[];
+  count: number;
+}
+
+function samplesOf(profile: Profile, pid: number): Sample[] {
   return profile.samples.filter((sample) => sample.pid === pid).map((sample) => ({
     count: sample.count,
     frames: sample.locations.map((index) => {
@@ -94,6 +66,24 @@ function samplesOf(profile: Profile, pid: number): { frames: Frame[]; count: num
       };
     }).reverse(),
   }));
+}
+
+/**
+ * `record -p PID -d 5` into `output` (pprof): the recording must log no problem, and its sample count fit
+ * the CPU time node used meanwhile. Returns node's samples and their total.
+ */
+async function recordNode(pid: number, output: string): Promise<{ samples: Sample[]; total: number }> {
+  const { result, start, end, steal } = await recordWatchingCpu(
+    ["record", "-p", String(pid), "-d", "5", "-o", output],
+    [{ pid }],
+  );
+  assert.equal(result.code, 0, result.stderr);
+  assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
+  assert.ok(end[0], `node ${pid} ran throughout the recording`);
+  const samples = samplesOf(decodePprof(Deno.readFileSync(output)), pid);
+  const total = samples.reduce((sum, sample) => sum + sample.count, 0);
+  assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "node");
+  return { samples, total };
 }
 
 /**
@@ -115,16 +105,7 @@ for (const tier of TIERS) {
       const node = await startNode([...tier.flags, "--trace-turbo-inlining", WORKLOAD, "600"]);
       try {
         const output = `${dir}/node.pb.gz`;
-        const { result, start, end, steal } = await recordWatchingCpu(
-          ["record", "-p", String(node.pid), "-d", "5", "-o", output, "--stats", `${dir}/stats`],
-          [{ pid: node.pid }],
-        );
-        assert.equal(result.code, 0, result.stderr);
-        assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
-        assert.ok(end[0], `node ${node.pid} ran throughout the recording`);
-        const samples = samplesOf(decodePprof(Deno.readFileSync(output)), node.pid);
-        const total = samples.reduce((sum, sample) => sum + sample.count, 0);
-        assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "node");
+        const { samples, total } = await recordNode(node.pid, output);
 
         let chained = 0;
         let withLines = 0;
@@ -200,16 +181,7 @@ Deno.test(tracingTest(
     const node = await startNode([`${REPO_ROOT}tests/workloads/napi_chain.js`, addon, "600"]);
     try {
       const output = `${dir}/napi.pb.gz`;
-      const { result, start, end, steal } = await recordWatchingCpu(
-        ["record", "-p", String(node.pid), "-d", "5", "-o", output],
-        [{ pid: node.pid }],
-      );
-      assert.equal(result.code, 0, result.stderr);
-      assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
-      assert.ok(end[0], `node ${node.pid} ran throughout the recording`);
-      const samples = samplesOf(decodePprof(Deno.readFileSync(output)), node.pid);
-      const total = samples.reduce((sum, sample) => sum + sample.count, 0);
-      assertSampleCount(total, cpuBetween(start[0]!, end[0]), 99, steal, "node");
+      const { samples, total } = await recordNode(node.pid, output);
       let inCallback = 0;
       let inOrder = 0;
       for (const { frames, count } of samples) {

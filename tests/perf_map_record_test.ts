@@ -11,6 +11,7 @@ import {
   hasChain,
   type ReadyProcess,
   REPO_ROOT,
+  runCli,
   startReadyProcess,
   tempDir,
   tracingTest,
@@ -27,6 +28,9 @@ const CHAIN = ["chainAlpha", "chainBravo", "chainCharlie", "chainLeaf"];
 const BASE_FLAGS = ["--perf-basic-prof", "--no-turbo-inlining", "--no-maglev-inlining"];
 /** Interpreted functions get a copy of the interpreter's entry in anonymous memory, named in the map. */
 const INTERPRETED_FLAG = "--interpreted-frames-native-stack";
+
+/** What `record` tells of a Deno process started without the perf flags: the flags, as Deno takes them. */
+const ADVICE = "--v8-flags=--perf-basic-prof,--interpreted-frames-native-stack";
 
 /** Starts the workload under Deno with V8 `flags` in `cwd` (V8 writes a log there). */
 function startDeno(flags: string[], cwd: string): Promise<ReadyProcess> {
@@ -127,6 +131,7 @@ Deno.test(tracingTest(
       );
       assert.equal(result.code, 0, result.stderr);
       assert.doesNotMatch(result.stderr, /error|warn/i, `the recording logs no problem:\n${result.stderr}`);
+      assert.ok(!result.stderr.includes(ADVICE), `no advice to processes with the flags:\n${result.stderr}`);
       const profile = decodePprof(Deno.readFileSync(output));
       let framesInMap = 0;
       for (const [i, variant] of variants.entries()) {
@@ -187,6 +192,62 @@ Deno.test(tracingTest(
       assert.equal(stats.mapsRead, 2, JSON.stringify(stats));
       assert.deepEqual(stats.mapsRefused, { "not-regular": 0, owner: 0, denied: 0, failed: 0 });
       assert.equal(stats.framesNamed, framesInMap, "--stats counts the frames the profile names from maps");
+    } finally {
+      for (const process of started) {
+        await process.stop();
+        try {
+          Deno.removeSync(`/tmp/perf-${process.pid}.map`);
+        } catch {
+          // not written
+        }
+      }
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+));
+
+Deno.test(tracingTest(
+  "record -p: a Deno process started without the perf flags is told of once, with the flags to add",
+  async () => {
+    const dir = tempDir();
+    const env = { DENO_NO_UPDATE_CHECK: "1" };
+    const plain = () => startReadyProcess(Deno.execPath(), ["run", "-A", WORKLOAD, "600"], { cwd: dir, env });
+    const started: ReadyProcess[] = [];
+    try {
+      started.push(await plain(), await plain());
+      // Deno reads V8 flags from its environment too; the map it then writes is in /tmp, like the above.
+      started.push(
+        await startReadyProcess(Deno.execPath(), ["run", "-A", WORKLOAD, "600"], {
+          cwd: dir,
+          env: { ...env, DENO_V8_FLAGS: "--perf-basic-prof" },
+        }),
+      );
+      const [first, second, flagged] = started.map((process) => process.pid);
+      const output = `${dir}/plain.pb.gz`;
+      const both = await runCli([
+        "record",
+        "-p",
+        String(first),
+        "-p",
+        String(second),
+        "-d",
+        "1",
+        "-o",
+        output,
+      ]);
+      assert.equal(both.code, 0, both.stderr);
+      const told = both.stderr.split("\n").filter((line) => line.includes(ADVICE));
+      assert.equal(told.length, 1, `said once for the two processes of one file:\n${both.stderr}`);
+      assert.match(
+        told[0]!,
+        new RegExp(`PID (${first}|${second}) runs V8 ${Deno.version.v8.replaceAll(".", "\\.")} `),
+      );
+      assert.ok(told[0]!.includes(Deno.realPathSync(Deno.execPath())), told[0]);
+      assert.doesNotMatch(both.stderr, /error|warn/i, `advice is no problem:\n${both.stderr}`);
+
+      const alone = await runCli(["record", "-p", String(flagged), "-d", "1", "-o", output]);
+      assert.equal(alone.code, 0, alone.stderr);
+      assert.ok(!alone.stderr.includes(ADVICE), `DENO_V8_FLAGS has the flag:\n${alone.stderr}`);
     } finally {
       for (const process of started) {
         await process.stop();

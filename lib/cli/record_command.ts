@@ -187,6 +187,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
           } s  samples ${progress.samples}  processes ${progress.processes}` +
             `  lost ${progress.lost}  unwind tables ${(progress.unwindBytes / 1048576).toFixed(1)} MiB`,
         ),
+      onAdvice: (advice) => status.note(advice),
       onPhase: (phase) =>
         status.update(
           phase === "stopping"

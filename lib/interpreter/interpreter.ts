@@ -70,6 +70,39 @@ export class InterpreterMismatchError extends Error {
   }
 }
 
+/** How a process was started, as /proc keeps it: its arguments and its initial environment. */
+export interface ProcessLaunch {
+  readonly argv: readonly string[];
+  readonly environ: ReadonlyMap<string, string>;
+}
+
+/**
+ * Flags without which a runtime's frames cannot be named (a runtime whose file holds no layouts, named
+ * only from the perf map it writes when asked): what tells whether a process has them, and what to tell
+ * the user of one that has not.
+ */
+export interface FlagsRequirement {
+  /** Whether a process started so has the flags. */
+  satisfiedBy(launch: ProcessLaunch): boolean;
+  /** What to tell the user of process `pid`, which maps the runtime's file `path` without the flags. */
+  advice(pid: Pid, path: string): string;
+}
+
+/**
+ * A loader's refusal of a file that is its runtime's but whose frames only the runtime itself can name,
+ * when its processes are started with flags: the file stays unclaimed, and a process without the flags
+ * is named to the user once, with the flags to add.
+ */
+export class FlagsRequiredError extends Error {
+  readonly requirement: FlagsRequirement;
+
+  constructor(message: string, requirement: FlagsRequirement) {
+    super(message);
+    this.name = "FlagsRequiredError";
+    this.requirement = requirement;
+  }
+}
+
 /** A half-open range [start, end) of ELF virtual addresses of one file. */
 export interface AddressRange {
   readonly start: number;

@@ -21,8 +21,10 @@ import { getLogger } from "../log/logger.ts";
 import type { MappedFile, ResolvedMapping } from "../process/mapped_file.ts";
 import { mappingBias } from "../process/proc_maps.ts";
 import type { Pid } from "../types.ts";
+import { readProcessLaunch } from "../process/process_launch.ts";
 import {
   type EbpfHandler,
+  type FlagsRequirement,
   type Instance,
   type InterpreterFrame,
   InterpreterMismatchError,
@@ -34,9 +36,13 @@ import type { RuntimeClaim } from "./runtime.ts";
 
 const logger = getLogger(["omniprof", "interpreter"]);
 
-/** What runtime instances need of the file registry: the claims, and references to the claimed files. */
+/**
+ * What runtime instances need of the file registry: the claims, the flags of files a runtime names only
+ * with them, and references to the claimed files.
+ */
 export interface RuntimeFiles {
   claimOf(file: MappedFile): RuntimeClaim | null;
+  flagsRequiredOf(file: MappedFile): FlagsRequirement | null;
   acquire(file: MappedFile): unknown;
   release(file: MappedFile): void;
 }
@@ -57,20 +63,35 @@ export interface RuntimeInstanceStats {
   symbolizeFailures: number;
 }
 
+/** How {@linkcode RuntimeInstances} reads processes and tells the user what they lack. */
+export interface RuntimeInstancesOptions {
+  /** Where procfs is mounted. */
+  procRoot?: string;
+  /**
+   * Told, once per file, of the first process that maps a file a runtime names only with flags and was
+   * started without them: which flags to add. Default: logged at info level.
+   */
+  advise?: (advice: string) => void;
+}
+
 /** Attaches, updates and detaches runtime instances. */
 export class RuntimeInstances {
   readonly #files: RuntimeFiles;
   readonly #ebpf: EbpfHandler;
   readonly #procRoot: string;
+  readonly #advise: (advice: string) => void;
+  /** Requirements already told of: each is said once. */
+  readonly #advised = new Set<FlagsRequirement>();
   /** Attach failures already logged as warnings (file and reason). */
   readonly #warned = new Set<string>();
   readonly #stats: RuntimeInstanceStats = { attachFailures: 0, symbolizeFailures: 0 };
 
   /** Instances write their BPF state through `ebpf`. */
-  constructor(files: RuntimeFiles, ebpf: EbpfHandler, options: { procRoot?: string } = {}) {
+  constructor(files: RuntimeFiles, ebpf: EbpfHandler, options: RuntimeInstancesOptions = {}) {
     this.#files = files;
     this.#ebpf = ebpf;
     this.#procRoot = options.procRoot ?? "/proc";
+    this.#advise = options.advise ?? ((advice) => logger.info("{advice}", { advice }));
   }
 
   get stats(): RuntimeInstanceStats {
@@ -89,6 +110,7 @@ export class RuntimeInstances {
     const next: AttachedInstance[] = [];
     for (const mapping of mappings) {
       const claim = this.#files.claimOf(mapping.file);
+      if (claim === null) this.#adviseFlags(pid, mapping.file);
       if (!claim || next.some((a) => a.file === mapping.file)) continue;
       const bias = mappingBias(mapping, claim.segments);
       if (bias === null || bias < 0) continue;
@@ -167,6 +189,16 @@ export class RuntimeInstances {
       }
     }
     return [...sums].map(([id, value]) => ({ id, value }));
+  }
+
+  /** Tells the user once if `pid` maps a file whose runtime needs flags it was started without. */
+  #adviseFlags(pid: Pid, file: MappedFile): void {
+    const required = this.#files.flagsRequiredOf(file);
+    if (required === null || this.#advised.has(required)) return;
+    const launch = readProcessLaunch(pid, this.#procRoot);
+    if (launch === null || required.satisfiedBy(launch)) return;
+    this.#advised.add(required);
+    this.#advise(required.advice(pid, file.path));
   }
 
   #attach(

@@ -31,7 +31,12 @@ import { getLogger } from "../log/logger.ts";
 import type { BpfObject } from "../bpf/object.ts";
 import type { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import type { LoadSegment } from "../elf/elf_file.ts";
-import { type AddressRange, LoaderInfo } from "../interpreter/interpreter.ts";
+import {
+  type AddressRange,
+  FlagsRequiredError,
+  type FlagsRequirement,
+  LoaderInfo,
+} from "../interpreter/interpreter.ts";
 import { InterpreterOffsets } from "../interpreter/interpreter_offsets.ts";
 import type { Runtime, RuntimeClaim } from "../interpreter/runtime.ts";
 import { type ClaimedFile, claimFile } from "../interpreter/runtime_claims.ts";
@@ -87,6 +92,8 @@ export interface FileRegistryStats extends StackDeltaStats {
   filesClaimed: number;
   /** Files a runtime recognised but could not support (logged once each). */
   claimsRefused: number;
+  /** Files a runtime recognised whose frames only flags of its processes can have named (told once). */
+  claimsNeedingFlags: number;
 }
 
 /** Options, mainly for tests. */
@@ -125,6 +132,8 @@ interface FileState {
   segments: readonly LoadSegment[] | null;
   /** No runtime claimed it: a fact of its content, not offered to the loaders again after a reload. */
   unclaimed: boolean;
+  /** A runtime recognised it but names its frames only in processes started with these flags. */
+  flagsRequired: FlagsRequirement | null;
   references: number;
   /** performance.now() when the last reference went, or -1 while referenced (or never). */
   idleSince: number;
@@ -151,6 +160,7 @@ export class FileRegistry implements Disposable {
     filesRefused: { missing: 0, denied: 0, "not-regular": 0, replaced: 0, failed: 0 },
     filesClaimed: 0,
     claimsRefused: 0,
+    claimsNeedingFlags: 0,
   };
 
   constructor(options: FileRegistryOptions = {}) {
@@ -332,6 +342,14 @@ export class FileRegistry implements Disposable {
     return this.#byContent.get(fileId)?.bpfId;
   }
 
+  /**
+   * The flags a runtime needs in the processes that map `file` to name their frames, when a runtime
+   * recognised the file but could not claim it without them; else null.
+   */
+  flagsRequiredOf(file: MappedFile): FlagsRequirement | null {
+    return this.#stateOf(file)?.flagsRequired ?? null;
+  }
+
   /** The runtime claim on `file` while it is loaded, or null when no runtime claimed it. */
   claimOf(file: MappedFile): RuntimeClaim | null {
     return this.#stateOf(file)?.loaded?.claim ?? null;
@@ -405,6 +423,7 @@ export class FileRegistry implements Disposable {
       bpfId: this.#nextBpfId++,
       segments: null,
       unclaimed: false,
+      flagsRequired: null,
       references: 0,
       idleSince: -1,
       loaded: null,
@@ -465,8 +484,15 @@ export class FileRegistry implements Disposable {
     try {
       claimed = claimFile(this.#runtimes, info, state.segments ?? []);
     } catch (error) {
-      this.#stats.claimsRefused++;
       state.unclaimed = true;
+      if (error instanceof FlagsRequiredError) {
+        // Not a fault: each process without the flags is told of (runtime_instances.ts).
+        this.#stats.claimsNeedingFlags++;
+        state.flagsRequired = error.requirement;
+        logger.debug("{path}: {error}", { path: file.path, error: error.message });
+        return;
+      }
+      this.#stats.claimsRefused++;
       logger.warn("{path}: {error}", { path: file.path, error: errorMessage(error) });
       return;
     }

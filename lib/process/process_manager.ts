@@ -108,6 +108,11 @@ export interface ProcessManagerOptions {
    * without records. Default false: every process is read from `/proc`.
    */
   kernelRecords?: boolean;
+  /**
+   * Told once per file of a process that maps a file whose runtime needs flags the process was started
+   * without (runtime_instances.ts); default: logged at info level.
+   */
+  advise?: (advice: string) => void;
 }
 
 interface ProcessState {
@@ -203,7 +208,7 @@ export class ProcessManager implements Disposable {
     this.#installer = new MappingInstaller(this.#files, bpf);
     this.#instances = bpf === null
       ? null
-      : new RuntimeInstances(this.#files, bpf.ebpf, { procRoot: this.#procRoot });
+      : new RuntimeInstances(this.#files, bpf.ebpf, { procRoot: this.#procRoot, advise: options.advise });
   }
 
   /** Whether mappings come from the kernel's records (see the module). */

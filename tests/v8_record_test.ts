@@ -14,6 +14,7 @@ import {
   REPO_ROOT,
   startReadyProcess,
   tempDir,
+  testNodes,
   tracingTest,
 } from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
@@ -32,9 +33,9 @@ function markedLines(path: string): Map<string, number> {
   return lines;
 }
 
-/** Starts node with `args` (flags, the script and its arguments). */
-function startNode(args: string[]): Promise<ReadyProcess> {
-  return startReadyProcess("node", args);
+/** Starts `node` (a program) with `args` (flags, the script and its arguments). */
+function startNode(node: string, args: string[]): Promise<ReadyProcess> {
+  return startReadyProcess(node, args);
 }
 
 interface Frame {
@@ -96,112 +97,126 @@ const TIERS = [
   { label: "Ignition only", flags: ["--no-opt", "--no-sparkplug"], expectInlining: false },
 ];
 
-for (const tier of TIERS) {
-  Deno.test(tracingTest(
-    `record -p: a plain node program shows its JavaScript chain in order, with script and line: ${tier.label}`,
-    async () => {
-      const lines = markedLines(WORKLOAD);
-      const dir = tempDir();
-      const node = await startNode([...tier.flags, "--trace-turbo-inlining", WORKLOAD, "600"]);
-      try {
-        const output = `${dir}/node.pb.gz`;
-        const { samples, total } = await recordNode(node.pid, output);
+for (const runtime of testNodes()) {
+  for (const tier of TIERS) {
+    Deno.test(tracingTest(
+      `record -p: a plain ${runtime.label} program shows its JavaScript chain in order, with script and line: ${tier.label}`,
+      async () => {
+        const lines = markedLines(WORKLOAD);
+        const dir = tempDir();
+        const node = await startNode(runtime.program, [
+          ...tier.flags,
+          "--trace-turbo-inlining",
+          WORKLOAD,
+          "600",
+        ]);
+        try {
+          const output = `${dir}/node.pb.gz`;
+          const { samples, total } = await recordNode(node.pid, output);
 
-        let chained = 0;
-        let withLines = 0;
-        const inlinedSamples = new Map<string, number>();
-        const seen = new Map<string, number>();
-        for (const { frames, count } of samples) {
-          const js = frames.filter((frame) => frame.kind === "v8" && frame.file === WORKLOAD);
-          for (const frame of js) {
-            seen.set(`${frame.name}:${frame.line}`, (seen.get(`${frame.name}:${frame.line}`) ?? 0) + count);
+          let chained = 0;
+          let withLines = 0;
+          const inlinedSamples = new Map<string, number>();
+          const seen = new Map<string, number>();
+          for (const { frames, count } of samples) {
+            const js = frames.filter((frame) => frame.kind === "v8" && frame.file === WORKLOAD);
+            for (const frame of js) {
+              seen.set(`${frame.name}:${frame.line}`, (seen.get(`${frame.name}:${frame.line}`) ?? 0) + count);
+            }
+            if (!hasChain(js.map((frame) => frame.name), CHAIN)) continue;
+            chained += count;
+            for (const frame of js) {
+              if (frame.inlined) {
+                inlinedSamples.set(frame.name, (inlinedSamples.get(frame.name) ?? 0) + count);
+              }
+            }
+            // Each caller of the chain stands on the line of its call; the leaf anywhere in its loop.
+            const at = js.findIndex((frame) => frame.name === CHAIN[0]);
+            const calls = js.slice(at, at + CHAIN.length - 1);
+            if (calls.every((frame) => frame.line === lines.get(frame.name))) withLines += count;
           }
-          if (!hasChain(js.map((frame) => frame.name), CHAIN)) continue;
-          chained += count;
-          for (const frame of js) {
-            if (frame.inlined) inlinedSamples.set(frame.name, (inlinedSamples.get(frame.name) ?? 0) + count);
-          }
-          // Each caller of the chain stands on the line of its call; the leaf anywhere in its loop.
-          const at = js.findIndex((frame) => frame.name === CHAIN[0]);
-          const calls = js.slice(at, at + CHAIN.length - 1);
-          if (calls.every((frame) => frame.line === lines.get(frame.name))) withLines += count;
-        }
-        const top = [...seen.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12);
-        console.log(
-          `${total} samples; ${chained} (${(100 * chained / total).toFixed(1)}%) show ${
-            CHAIN.join(";")
-          } in order, ` +
-            `${withLines} with each call's line; frames seen: ${
-              top.map(([k, n]) => `${k} x${n}`).join(", ")
+          const top = [...seen.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12);
+          console.log(
+            `${total} samples; ${chained} (${(100 * chained / total).toFixed(1)}%) show ${
+              CHAIN.join(";")
+            } in order, ` +
+              `${withLines} with each call's line; frames seen: ${
+                top.map(([k, n]) => `${k} x${n}`).join(", ")
+              }`,
+          );
+          assert.ok(chained >= 0.9 * total, `${chained}/${total} samples show the chain`);
+          assert.ok(withLines >= 0.9 * chained, `${withLines}/${chained} of them with each call's line`);
+          // What TurboFan inlined, as node printed it: "Inlining ... <SharedFunctionInfo jsLeaf>} into ...".
+          const inlinedByV8 = new Set(
+            [...node.output().matchAll(/^Inlining \S+ \{\S+ <SharedFunctionInfo (\w+)>\} into/gm)].map((m) =>
+              m[1]!
+            ),
+          );
+          console.log(
+            `TurboFan inlined ${[...inlinedByV8].join(", ") || "nothing"}; samples with each shown inlined: ${
+              [...inlinedSamples].map(([name, n]) => `${name} ${n}`).join(", ") || "none"
             }`,
-        );
-        assert.ok(chained >= 0.9 * total, `${chained}/${total} samples show the chain`);
-        assert.ok(withLines >= 0.9 * chained, `${withLines}/${chained} of them with each call's line`);
-        // What TurboFan inlined, as node printed it: "Inlining ... <SharedFunctionInfo jsLeaf>} into ...".
-        const inlinedByV8 = new Set(
-          [...node.output().matchAll(/^Inlining \S+ \{\S+ <SharedFunctionInfo (\w+)>\} into/gm)].map((m) =>
-            m[1]!
-          ),
-        );
-        console.log(
-          `TurboFan inlined ${[...inlinedByV8].join(", ") || "nothing"}; samples with each shown inlined: ${
-            [...inlinedSamples].map(([name, n]) => `${name} ${n}`).join(", ") || "none"
-          }`,
-        );
-        for (const name of CHAIN) {
-          const shown = inlinedSamples.get(name) ?? 0;
-          if (inlinedByV8.has(name)) {
-            assert.ok(shown >= chained / 2, `${name} inlined in ${shown}/${chained}`);
-          } else assert.equal(shown, 0, `${name} is never inlined, yet ${shown} samples show it so`);
+          );
+          for (const name of CHAIN) {
+            const shown = inlinedSamples.get(name) ?? 0;
+            if (inlinedByV8.has(name)) {
+              assert.ok(shown >= chained / 2, `${name} inlined in ${shown}/${chained}`);
+            } else assert.equal(shown, 0, `${name} is never inlined, yet ${shown} samples show it so`);
+          }
+          assert.equal(
+            inlinedByV8.has("jsLeaf"),
+            tier.expectInlining,
+            "TurboFan inlined the chain's leaf where the workload is meant to make it, and only there",
+          );
+        } finally {
+          await node.stop();
+          Deno.removeSync(dir, { recursive: true });
         }
-        assert.equal(
-          inlinedByV8.has("jsLeaf"),
-          tier.expectInlining,
-          "TurboFan inlined the chain's leaf where the workload is meant to make it, and only there",
+      },
+      runtime.requirement,
+    ));
+  }
+
+  Deno.test(tracingTest(
+    `record -p: JavaScript -> a Node-API addon's C -> JavaScript shows all three in order (${runtime.label})`,
+    async () => {
+      const dir = tempDir();
+      const addon = `${dir}/napi_addon.node`;
+      const build = new Deno.Command("gcc", {
+        args: ["-shared", "-fPIC", "-O1", "-o", addon, `${REPO_ROOT}tests/workloads/napi_addon.c`],
+        stderr: "piped",
+      }).outputSync();
+      assert.ok(build.success, new TextDecoder().decode(build.stderr));
+      const node = await startNode(runtime.program, [
+        `${REPO_ROOT}tests/workloads/napi_chain.js`,
+        addon,
+        "600",
+      ]);
+      try {
+        const output = `${dir}/napi.pb.gz`;
+        const { samples, total } = await recordNode(node.pid, output);
+        let inCallback = 0;
+        let inOrder = 0;
+        for (const { frames, count } of samples) {
+          const callback = frames.findIndex((frame) => frame.kind === "v8" && frame.name === "jsCallback");
+          if (callback < 0) continue;
+          inCallback += count;
+          const c = frames.findIndex((frame) => frame.kind === "native" && frame.name === "addon_call_back");
+          const caller = frames.findIndex((frame) => frame.kind === "v8" && frame.name === "jsCaller");
+          if (caller >= 0 && caller < c && c < callback) inOrder += count;
+        }
+        console.log(
+          `${total} samples, ${inCallback} in jsCallback, of which ${inOrder} show jsCaller, then ` +
+            `addon_call_back, then jsCallback`,
         );
+        assert.ok(inCallback >= total / 2, `${inCallback}/${total} samples in jsCallback`);
+        assert.ok(inOrder >= 0.9 * inCallback, `${inOrder}/${inCallback} show the three in order`);
       } finally {
         await node.stop();
         Deno.removeSync(dir, { recursive: true });
       }
     },
-    programs("node"),
+    runtime.requirement,
+    programs("gcc"),
   ));
 }
-
-Deno.test(tracingTest(
-  "record -p: JavaScript -> a Node-API addon's C -> JavaScript shows all three in order",
-  async () => {
-    const dir = tempDir();
-    const addon = `${dir}/napi_addon.node`;
-    const build = new Deno.Command("gcc", {
-      args: ["-shared", "-fPIC", "-O1", "-o", addon, `${REPO_ROOT}tests/workloads/napi_addon.c`],
-      stderr: "piped",
-    }).outputSync();
-    assert.ok(build.success, new TextDecoder().decode(build.stderr));
-    const node = await startNode([`${REPO_ROOT}tests/workloads/napi_chain.js`, addon, "600"]);
-    try {
-      const output = `${dir}/napi.pb.gz`;
-      const { samples, total } = await recordNode(node.pid, output);
-      let inCallback = 0;
-      let inOrder = 0;
-      for (const { frames, count } of samples) {
-        const callback = frames.findIndex((frame) => frame.kind === "v8" && frame.name === "jsCallback");
-        if (callback < 0) continue;
-        inCallback += count;
-        const c = frames.findIndex((frame) => frame.kind === "native" && frame.name === "addon_call_back");
-        const caller = frames.findIndex((frame) => frame.kind === "v8" && frame.name === "jsCaller");
-        if (caller >= 0 && caller < c && c < callback) inOrder += count;
-      }
-      console.log(
-        `${total} samples, ${inCallback} in jsCallback, of which ${inOrder} show jsCaller, then ` +
-          `addon_call_back, then jsCallback`,
-      );
-      assert.ok(inCallback >= total / 2, `${inCallback}/${total} samples in jsCallback`);
-      assert.ok(inOrder >= 0.9 * inCallback, `${inOrder}/${inCallback} show the three in order`);
-    } finally {
-      await node.stop();
-      Deno.removeSync(dir, { recursive: true });
-    }
-  },
-  programs("node", "gcc"),
-));

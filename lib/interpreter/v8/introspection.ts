@@ -70,6 +70,13 @@ export interface V8Layout {
     readonly bytecodeArray: number;
     readonly byteArray: number;
     readonly fixedArray: number;
+    /**
+     * The type of the source position tables of Code and BytecodeArray: TrustedByteArray since V8 12
+     * moved both to the trusted space, ByteArray before.
+     */
+    readonly positionTable: number;
+    /** The type of Code's DeoptimizationData: TrustedFixedArray in V8 12, FixedArray before. */
+    readonly deoptimizationData: number;
   };
   readonly heapObjectMap: number;
   readonly mapInstanceType: number;
@@ -144,6 +151,8 @@ const FIELDS = {
   typeBytecodeArray: ["v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE"],
   typeByteArray: ["v8dbg_type_ByteArray__BYTE_ARRAY_TYPE"],
   typeFixedArray: ["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"],
+  typeTrustedByteArray: ["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"],
+  typeTrustedFixedArray: ["v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"],
   heapObjectMap: ["v8dbg_class_HeapObject__map__Map"],
   mapInstanceType: ["v8dbg_class_Map__instance_type__uint16_t"],
   firstNonString: ["v8dbg_FirstNonstringType"],
@@ -165,12 +174,22 @@ const FIELDS = {
   slicedOffset: ["v8dbg_class_SlicedString__offset__SMI"],
   externalResource: ["v8dbg_class_ExternalString__resource__Object"],
   jsFunctionShared: ["v8dbg_class_JSFunction__shared__SharedFunctionInfo"],
-  jsFunctionCode: ["v8dbg_class_JSFunction__code__Code", "v8dbg_class_JSFunction__code__CodeT"],
-  sfiNameOrScopeInfo: ["v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object"],
+  // V8 12 names fields with their type as `Tagged<T>`.
+  jsFunctionCode: [
+    "v8dbg_class_JSFunction__code__Code",
+    "v8dbg_class_JSFunction__code__CodeT",
+    "v8dbg_class_JSFunction__code__Tagged_Code_",
+  ],
+  sfiNameOrScopeInfo: [
+    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
+    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
+  ],
   sfiFunctionData: ["v8dbg_class_SharedFunctionInfo__function_data__Object"],
+  // V8 12 keeps a function's DebugInfo aside: the field holds the Script alone.
   sfiScriptOrDebugInfo: [
     "v8dbg_class_SharedFunctionInfo__script_or_debug_info__Object",
     "v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject",
+    "v8dbg_class_SharedFunctionInfo__script__Tagged_HeapObject_",
   ],
   scopeInfoContextLocalCount: ["v8dbg_scopeinfo_idx_ncontextlocals"],
   scopeInfoFirstVars: ["v8dbg_scopeinfo_idx_first_vars"],
@@ -183,6 +202,7 @@ const FIELDS = {
     "v8dbg_class_BytecodeArray__source_position_table__HeapObject",
   ],
   bytecodeArrayData: ["v8dbg_class_BytecodeArray__data__uintptr_t"],
+  bytecodeArrayWrapper: ["v8dbg_class_BytecodeArray__wrapper__Tagged_BytecodeWrapper_"],
   fixedArrayLength: ["v8dbg_class_FixedArrayBase__length__SMI"],
   fixedArrayData: ["v8dbg_class_FixedArray__data__uintptr_t"],
   codeInstructionStart: [
@@ -191,6 +211,7 @@ const FIELDS = {
   ],
   codeInstructionSize: ["v8dbg_class_Code__instruction_size__int"],
   codeFlags: ["v8dbg_class_Code__flags__uint32_t"],
+  codeWrapper: ["v8dbg_class_Code__wrapper__Tagged_CodeWrapper_"],
   codeDeoptimizationData: ["v8dbg_class_Code__deoptimization_data__FixedArray"],
   codeSourcePositions: ["v8dbg_class_Code__source_position_table__ByteArray"],
   codeKindMask: ["v8dbg_CodeKindFieldMask"],
@@ -274,7 +295,11 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
   const atLeast = (major: number, minor: number, build = 0): boolean =>
     compareV8Versions(version, { major, minor, build, patch: 0 }) >= 0;
 
-  const codeSourcePositions = required("codeSourcePositions", 24);
+  // V8 12 moved Code to the trusted space and gave it a wrapper in the heap, which it points to after its
+  // DeoptimizationData and source positions (measured in Node 22: 8, 16, wrapper 24); before, the source
+  // positions came at 24.
+  const codeWrapper = optional("codeWrapper");
+  const codeSourcePositions = required("codeSourcePositions", codeWrapper !== null ? codeWrapper - 8 : 24);
   // V8 11.1.204 made Code's instructions an address field (the InstructionStream split): the start lies
   // right after the source positions and the InstructionStream pointer; flags and the size follow it
   // (the builtin id and kind-specific flags, 2 + 2 bytes, sit between them before 11.4.59).
@@ -309,6 +334,8 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       bytecodeArray: required("typeBytecodeArray"),
       byteArray: required("typeByteArray"),
       fixedArray: required("typeFixedArray"),
+      positionTable: optional("typeTrustedByteArray") ?? required("typeByteArray"),
+      deoptimizationData: optional("typeTrustedFixedArray") ?? required("typeFixedArray"),
     },
     heapObjectMap: required("heapObjectMap"),
     mapInstanceType: required("mapInstanceType"),
@@ -339,12 +366,14 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
     },
     sharedFunctionInfo: {
       nameOrScopeInfo: required("sfiNameOrScopeInfo"),
-      functionData: required("sfiFunctionData"),
+      // Right after the map in every version read (V8 12 no longer describes it: Node 22 measured).
+      functionData: required("sfiFunctionData", 8),
       scriptOrDebugInfo: required("sfiScriptOrDebugInfo"),
     },
     scopeInfo: {
       // A HeapObject's slots follow its map; a FixedArray's follow its length too.
-      slots: optional("scopeInfoIsHeapObject") !== null ? 8 : 16,
+      // V8 12 describes no parents; its ScopeInfo is a HeapObject (Node 22 measured).
+      slots: optional("scopeInfoIsHeapObject") !== null || atLeast(12, 0) ? 8 : 16,
       contextLocalCount: required("scopeInfoContextLocalCount"),
       firstVars: required("scopeInfoFirstVars"),
     },
@@ -354,8 +383,12 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       lineEnds: required("scriptLineEnds"),
     },
     bytecodeArray: {
-      // BytecodeArray: map, length, constant pool, handler table, then the source positions.
-      sourcePositionTable: required("bytecodeArraySourcePositions", 32),
+      // BytecodeArray: map, length, constant pool, handler table, then the source positions; since V8 12
+      // map, length, its wrapper in the heap, then the source positions (Node 22 measured).
+      sourcePositionTable: required(
+        "bytecodeArraySourcePositions",
+        optional("bytecodeArrayWrapper") !== null ? optional("bytecodeArrayWrapper")! + 8 : 32,
+      ),
       data: required("bytecodeArrayData"),
     },
     bytecodeSizes: bytecodeSizes(elf, symbols.get(BYTECODE_SIZES)),
@@ -368,7 +401,10 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       kindMask: required("codeKindMask"),
       kindShift: required("codeKindShift"),
       kindBaseline: required("codeKindBaseline"),
-      deoptimizationData: required("codeDeoptimizationData", 16),
+      deoptimizationData: required(
+        "codeDeoptimizationData",
+        codeWrapper !== null ? codeSourcePositions - 8 : 16,
+      ),
       sourcePositionTable: codeSourcePositions,
     },
     // The same indexes from 10.2 (which does not describe them) to 11.3 (which does).

@@ -37,8 +37,15 @@ Deno.test(requiring([programs("node", "ldd")], {
     assert.equal(layout.frame.marker, -8);
     assert.equal(layout.frame.function, -16);
     assert.ok(layout.frame.bytecodeOffset < layout.frame.function);
-    const types = Object.values(layout.types);
+    // Two are roles, each one of the other types: the source position tables' and DeoptimizationData's.
+    const { positionTable, deoptimizationData, ...objects } = layout.types;
+    const types = Object.values(objects);
     assert.equal(new Set(types).size, types.length, `distinct instance types: ${types.join(", ")}`);
+    assert.ok(positionTable === objects.byteArray || !types.includes(positionTable), String(positionTable));
+    assert.ok(
+      deoptimizationData === objects.fixedArray || !types.includes(deoptimizationData),
+      String(deoptimizationData),
+    );
   },
 }));
 

@@ -130,7 +130,7 @@ export class V8Symbolizer {
     const memory = this.#heap;
     const deopt = memory.expect(
       memory.field(code, L.code.deoptimizationData),
-      L.types.fixedArray,
+      L.types.deoptimizationData,
       "DeoptimizationData",
     );
     const shared = memory.expect(
@@ -140,7 +140,7 @@ export class V8Symbolizer {
     );
     if (!this.#cookieMatches(code, cookie)) return [this.#frame(shared, null)];
     const tableObject = memory.field(code, L.code.sourcePositionTable);
-    if (tableObject === null || memory.type(tableObject) !== L.types.byteArray) {
+    if (tableObject === null || memory.type(tableObject) !== L.types.positionTable) {
       return [this.#frame(shared, null)];
     }
     let position = positionAt(memory.byteArray(tableObject, MAX_TABLE_BYTES), pcOffset);
@@ -196,7 +196,7 @@ export class V8Symbolizer {
     const offsets = memory.field(code, L.code.sourcePositionTable);
     if (
       L.bytecodeSizes === null || bytecode === null || offsets === null ||
-      memory.type(bytecode) !== L.types.bytecodeArray || memory.type(offsets) !== L.types.byteArray
+      memory.type(bytecode) !== L.types.bytecodeArray || memory.type(offsets) !== L.types.positionTable
     ) {
       return this.#frame(shared, null);
     }
@@ -240,7 +240,7 @@ export class V8Symbolizer {
     const L = this.#heap.layout;
     const memory = this.#heap;
     const table = memory.field(bytecode, L.bytecodeArray.sourcePositionTable);
-    if (table === null || memory.type(table) !== L.types.byteArray) return null;
+    if (table === null || memory.type(table) !== L.types.positionTable) return null;
     return memory.byteArray(table, MAX_TABLE_BYTES);
   }
 

@@ -86,6 +86,7 @@ struct v8_btf_export {
   enum v8_limits limits;
   enum v8_frame_type frame_type;
   enum v8_code_cookie code_cookie;
+  enum v8_dispatch_table dispatch_table;
 };
 const volatile struct v8_btf_export v8_btf_export = {};
 
@@ -172,6 +173,25 @@ __noinline int v8_push(__u64 kind, __u64 file_id, __u64 addr_or_line, __u64 flag
   return 0;
 }
 
+// The code object of the JSFunction in v8->object: its field, or with V8 13's JS dispatch table the
+// entry its handle names; 0 when unreadable.
+static __always_inline __u64 jsfunction_code(const struct v8_scratch *v8)
+{
+  const struct v8_proc_info *info = &v8->info;
+  if (info->dispatch_table == 0)
+    return untag(object_u64(v8, info->off_jsfunction_code));
+  __u32 handle = (__u32)object_u64(v8, info->off_jsfunction_code);
+  __u64 index = handle >> V8_DISPATCH_TABLE_HANDLE_SHIFT;
+  if (index >= V8_DISPATCH_TABLE_MAX_ENTRIES)
+    return 0;
+  __u64 word;
+  void *entry = (void *)(info->dispatch_table + index * V8_DISPATCH_TABLE_ENTRY_BYTES);
+  if (bpf_probe_read_user(&word, sizeof(word), entry + V8_DISPATCH_TABLE_CODE_WORD))
+    return 0;
+  // The address, shifted up past marking bits: the object's tag is not kept.
+  return untag((word >> V8_DISPATCH_TABLE_CODE_SHIFT) | V8_HEAP_OBJECT_TAG);
+}
+
 // What runs in the JavaScript frame whose function and bytecode offset slots hold these words (pc: where it
 // runs, and whether that is a
 // return address), as (file_id, addr_or_line) of its record; 0, or -1 when the frame holds no JSFunction
@@ -194,7 +214,7 @@ static __always_inline int identify(struct v8_scratch *v8, __u64 function_slot, 
     if (type < info->type_jsfunction_first || type > info->type_jsfunction_last)
       return -1;
     __u64 shared = untag(object_u64(v8, info->off_jsfunction_shared));
-    __u64 code = untag(object_u64(v8, info->off_jsfunction_code));
+    __u64 code = jsfunction_code(v8);
     if (shared == 0 || object_type(v8, shared) != info->type_shared_function_info)
       return -1;
     cache->function = function;

@@ -71,9 +71,22 @@ enum v8_code_cookie {
   V8_CODE_COOKIE_SHIFT = 32,
 };
 
+// V8 13's JS dispatch table (leaptiering): a JSFunction holds a handle into it instead of its code. The
+// handle shifted down is an entry's index; an entry's second word holds the code object's address shifted
+// up (measured in Node 24, V8 13.6: lib/interpreter/v8/dispatch_table.ts).
+enum v8_dispatch_table {
+  V8_DISPATCH_TABLE_HANDLE_SHIFT = 8,
+  V8_DISPATCH_TABLE_ENTRY_BYTES = 16,
+  V8_DISPATCH_TABLE_CODE_WORD = 8,
+  V8_DISPATCH_TABLE_CODE_SHIFT = 16,
+  // Entries the table's reservation holds at most (256 MiB of 16-byte entries).
+  V8_DISPATCH_TABLE_MAX_ENTRIES = 1 << 24,
+};
+
 // Everything the BPF V8 unwinder needs of one process (v8_procs, keyed by pid): V8's layouts, read from
 // the v8dbg_* introspection data of the file (lib/interpreter/v8/README.md). Offsets are in bytes.
 struct v8_proc_info {
+  __u64 dispatch_table;              // the process's JS dispatch table (V8 13), or 0: JSFunction.code holds it
   __u32 codekind_mask;               // Code.flags & mask >> shift = the code's kind
   __u16 type_jsfunction_first;       // JSFunction instance types: [first, last]
   __u16 type_jsfunction_last;
@@ -82,7 +95,7 @@ struct v8_proc_info {
   __u16 off_map_instance_type;       // Map.instance_type (u16)
   __u16 off_heap_object_map;         // HeapObject.map
   __u16 off_jsfunction_shared;       // JSFunction.shared
-  __u16 off_jsfunction_code;         // JSFunction.code
+  __u16 off_jsfunction_code;         // JSFunction.code, or its dispatch handle (u32) with dispatch_table
   __u16 off_code_instruction_start;  // Code.instruction_start: the address, or where the code begins
   __u16 off_code_instruction_size;   // Code.instruction_size (u32)
   __u16 off_code_flags;              // Code.flags (u32)

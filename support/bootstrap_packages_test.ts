@@ -78,6 +78,18 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   },
   {
     file: /^tests\/helpers\.ts$/,
+    expression: /\.tools\/nodes\//,
+    runs: [],
+    why: "a Node.js release bootstrap installs from npm for the V8 tests (support/test_node_versions.txt)",
+  },
+  {
+    file: /^tests\/v8_record_test\.ts$/,
+    expression: /^runtime\.program$/,
+    runs: ["node"],
+    why: "a node of testNodes(): the machine's, or a release bootstrap installs from npm",
+  },
+  {
+    file: /^tests\/helpers\.ts$/,
     expression: /^compiler$/,
     runs: ["gcc", "g++"],
     why: "gcc for C, g++ for C++",

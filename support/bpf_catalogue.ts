@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16932, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16936, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,
@@ -143,8 +143,8 @@ export const BPF_MAPS = {
   trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22440, maxEntries: 1 },
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
   unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
-  v8_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 32, maxEntries: 4096 },
-  v8_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 304, maxEntries: 1 },
+  v8_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 40, maxEntries: 4096 },
+  v8_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 312, maxEntries: 1 },
 } as const;
 
 /** The name of a map of the BPF object. */

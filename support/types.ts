@@ -201,27 +201,28 @@ export const pythonProcInfoLayout = {
   code_code_adaptive: { offset: 38, size: 2 }, // __u16
 } as const;
 
-/** Layout of C `struct v8_proc_info` (32 bytes). */
+/** Layout of C `struct v8_proc_info` (40 bytes). */
 export const v8ProcInfoLayout = {
-  sizeof: 32,
-  codekind_mask: { offset: 0, size: 4 }, // __u32
-  type_jsfunction_first: { offset: 4, size: 2 }, // __u16
-  type_jsfunction_last: { offset: 6, size: 2 }, // __u16
-  type_shared_function_info: { offset: 8, size: 2 }, // __u16
-  type_code: { offset: 10, size: 2 }, // __u16
-  off_map_instance_type: { offset: 12, size: 2 }, // __u16
-  off_heap_object_map: { offset: 14, size: 2 }, // __u16
-  off_jsfunction_shared: { offset: 16, size: 2 }, // __u16
-  off_jsfunction_code: { offset: 18, size: 2 }, // __u16
-  off_code_instruction_start: { offset: 20, size: 2 }, // __u16
-  off_code_instruction_size: { offset: 22, size: 2 }, // __u16
-  off_code_flags: { offset: 24, size: 2 }, // __u16
-  fp_marker: { offset: 26, size: 1 }, // __u8
-  fp_function: { offset: 27, size: 1 }, // __u8
-  fp_bytecode_offset: { offset: 28, size: 1 }, // __u8
-  codekind_shift: { offset: 29, size: 1 }, // __u8
-  codekind_baseline: { offset: 30, size: 1 }, // __u8
-  code_instructions_is_pointer: { offset: 31, size: 1 }, // __u8
+  sizeof: 40,
+  dispatch_table: { offset: 0, size: 8 }, // __u64
+  codekind_mask: { offset: 8, size: 4 }, // __u32
+  type_jsfunction_first: { offset: 12, size: 2 }, // __u16
+  type_jsfunction_last: { offset: 14, size: 2 }, // __u16
+  type_shared_function_info: { offset: 16, size: 2 }, // __u16
+  type_code: { offset: 18, size: 2 }, // __u16
+  off_map_instance_type: { offset: 20, size: 2 }, // __u16
+  off_heap_object_map: { offset: 22, size: 2 }, // __u16
+  off_jsfunction_shared: { offset: 24, size: 2 }, // __u16
+  off_jsfunction_code: { offset: 26, size: 2 }, // __u16
+  off_code_instruction_start: { offset: 28, size: 2 }, // __u16
+  off_code_instruction_size: { offset: 30, size: 2 }, // __u16
+  off_code_flags: { offset: 32, size: 2 }, // __u16
+  fp_marker: { offset: 34, size: 1 }, // __u8
+  fp_function: { offset: 35, size: 1 }, // __u8
+  fp_bytecode_offset: { offset: 36, size: 1 }, // __u8
+  codekind_shift: { offset: 37, size: 1 }, // __u8
+  codekind_baseline: { offset: 38, size: 1 }, // __u8
+  code_instructions_is_pointer: { offset: 39, size: 1 }, // __u8
 } as const;
 
 /** Values of C `enum frame_marker`. */
@@ -566,6 +567,17 @@ export const V8CodeCookie = {
 } as const;
 /** One value of {@linkcode V8CodeCookie}. */
 export type V8CodeCookie = (typeof V8CodeCookie)[keyof typeof V8CodeCookie];
+
+/** Values of C `enum v8_dispatch_table`. */
+export const V8DispatchTable = {
+  HandleShift: 8,
+  EntryBytes: 16,
+  CodeWord: 8,
+  CodeShift: 16,
+  MaxEntries: 16777216,
+} as const;
+/** One value of {@linkcode V8DispatchTable}. */
+export type V8DispatchTable = (typeof V8DispatchTable)[keyof typeof V8DispatchTable];
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {

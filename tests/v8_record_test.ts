@@ -89,7 +89,9 @@ async function recordNode(pid: number, output: string): Promise<{ samples: Sampl
 
 /**
  * The tiers a function runs in: as V8 picks (TurboFan in the end), and each lower tier alone, where the
- * flags keep V8 from going further (flags Node 18's V8 10.2 knows too).
+ * flags keep V8 from going further (flags Node 18's V8 10.2 knows too). From V8 13 (Node 24) Maglev runs
+ * by default and its code keeps no source positions, so these run without it (--no-maglev) and Maglev
+ * has a test of its own below.
  */
 const TIERS = [
   { label: "as V8 picks (TurboFan, inlined calls)", flags: [], expectInlining: true },
@@ -98,6 +100,38 @@ const TIERS = [
 ];
 
 for (const runtime of testNodes()) {
+  if (runtime.v8Major !== null && runtime.v8Major >= 13) {
+    Deno.test(tracingTest(
+      `record -p: a plain ${runtime.label} program, Maglev on as V8 picks: its frames are named in order`,
+      async () => {
+        const dir = tempDir();
+        const node = await startNode(runtime.program, [WORKLOAD, "600"]);
+        try {
+          const { samples, total } = await recordNode(node.pid, `${dir}/maglev.pb.gz`);
+          // Maglev inlines the chain's middle into jsRun with no source positions to tell it by: what
+          // shows is jsRun and, below it, the leaf's own code, and where TurboFan's code runs instead the
+          // whole chain; never a function out of the chain's order.
+          const order = ["jsRun", ...CHAIN];
+          let inOrder = 0;
+          for (const { frames, count } of samples) {
+            const js = frames.filter((frame) => frame.kind === "v8" && frame.file === WORKLOAD);
+            const ranks = js.map((frame) => order.indexOf(frame.name));
+            const monotone = ranks.every((rank, i) => rank >= 0 && (i === 0 || rank > ranks[i - 1]!));
+            if (monotone && ranks[0] === 0 && ranks.at(-1) === order.length - 1) inOrder += count;
+          }
+          console.log(`${total} samples; ${inOrder} show jsRun above jsLeaf, the chain's functions in order`);
+          assert.ok(
+            inOrder >= 0.9 * total,
+            `${inOrder}/${total} samples show the chain's functions in order`,
+          );
+        } finally {
+          await node.stop();
+          Deno.removeSync(dir, { recursive: true });
+        }
+      },
+      runtime.requirement,
+    ));
+  }
   for (const tier of TIERS) {
     Deno.test(tracingTest(
       `record -p: a plain ${runtime.label} program shows its JavaScript chain in order, with script and line: ${tier.label}`,
@@ -106,6 +140,7 @@ for (const runtime of testNodes()) {
         const dir = tempDir();
         const node = await startNode(runtime.program, [
           ...tier.flags,
+          ...(runtime.v8Major !== null && runtime.v8Major >= 13 ? ["--no-maglev"] : []),
           "--trace-turbo-inlining",
           WORKLOAD,
           "600",

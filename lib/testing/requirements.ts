@@ -52,6 +52,7 @@ export const BOOTSTRAP_PROGRAMS: ReadonlyMap<string, string> = new Map([
   ["readelf", "binutils"],
   ["nm", "binutils"],
   ["objcopy", "binutils"],
+  ["objdump", "binutils"],
   ["strip", "binutils"],
   ["c++filt", "binutils"],
   ["ldd", "libc-bin"],

@@ -18,6 +18,7 @@
  */
 import type { RemoteMemory } from "../remote_memory.ts";
 import type { V8Layout } from "./introspection.ts";
+import { codeOfEntryWord, dispatchEntryAddress } from "./dispatch_table.ts";
 
 /** An object was not what its reader expected: freed, moved, or of another type. */
 export class V8ObjectError extends Error {
@@ -48,10 +49,51 @@ export class V8Heap {
   readonly #layout: V8Layout;
   /** Map address -> instance type: maps do not change their type, and few exist. */
   readonly #mapTypes = new Map<number, number>();
+  readonly #bias: number;
+  #dispatchTable = 0;
 
-  constructor(memory: RemoteMemory, layout: V8Layout) {
+  /** `bias`: the load bias of the file V8 is in (for its globals). */
+  constructor(memory: RemoteMemory, layout: V8Layout, bias = 0) {
     this.#memory = memory;
     this.#layout = layout;
+    this.#bias = bias;
+  }
+
+  /**
+   * The address of the process's JS dispatch table (V8 13), or 0: not found yet (the process has not made
+   * its IsolateGroup), or a V8 without one. {@linkcode locateDispatchTable} looks for it.
+   */
+  get dispatchTable(): number {
+    return this.#dispatchTable;
+  }
+
+  /**
+   * Looks for the process's JS dispatch table if the layout has one and it is not known yet; returns
+   * whether it became known now.
+   *
+   * @throws {RemoteMemoryError} when the process's memory cannot be read.
+   */
+  locateDispatchTable(): boolean {
+    const location = this.#layout.dispatchTable;
+    if (location === null || this.#dispatchTable !== 0) return false;
+    const group = this.#memory.pointer(this.#bias + location.groupPointer);
+    if (group === 0) return false;
+    this.#dispatchTable = this.#memory.pointer(group + location.tableOffset);
+    return this.#dispatchTable !== 0;
+  }
+
+  /**
+   * The code object of JSFunction `fn`: its code field, or the entry of the dispatch table its handle
+   * names; null when not known.
+   */
+  jsFunctionCode(fn: V8Object): V8Object | null {
+    const L = this.#layout;
+    if (L.dispatchTable === null) return this.field(fn, L.jsFunction.code);
+    if (this.#dispatchTable === 0) return null;
+    const entry = dispatchEntryAddress(this.#dispatchTable, this.#memory.u32(fn + L.jsFunction.code));
+    if (entry === null) return null;
+    const [high, low] = this.#memory.u64Halves(entry);
+    return codeOfEntryWord((BigInt(high) << 32n) | BigInt(low)) as V8Object;
   }
 
   get layout(): V8Layout {
@@ -161,6 +203,21 @@ export class V8Heap {
   }
 
   /** Element `index` of a FixedArray-like object: the object it points to, or null (a Smi or a hole). */
+  /**
+   * Element `index` of a weak array (V8 12.5's literal arrays): a weak reference is read as the object
+   * it points to, a cleared one as null.
+   */
+  weakElement(array: V8Object, index: number): V8Object | null {
+    const L = this.#layout;
+    const length = this.smi(array, L.fixedArray.length);
+    if (length === null || index < 0 || index >= length) {
+      throw new V8ObjectError(`0x${array.toString(16)}: no element ${index} of ${length}`);
+    }
+    const [high, low] = this.#memory.u64Halves(array + L.fixedArray.data + index * 8);
+    if ((low & 1) === 0 || high >= 0x8000) return null;
+    return (high * TWO_POW_32 + low - (low & TAG_MASK)) as V8Object;
+  }
+
   element(array: V8Object, index: number): V8Object | null {
     const L = this.#layout;
     const length = this.smi(array, L.fixedArray.length);

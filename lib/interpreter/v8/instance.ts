@@ -21,6 +21,8 @@ import {
   type Metric,
   type SymbolizedFrame,
 } from "../interpreter.ts";
+import type { ResolvedMapping } from "../../process/mapped_file.ts";
+import { v8ProcRecord } from "./proc_record.ts";
 import type { V8Heap } from "./heap.ts";
 import { V8Symbolizer } from "./symbolize.ts";
 
@@ -29,13 +31,24 @@ export class V8Instance extends InstanceStubs {
   readonly symbolizer: V8Symbolizer;
   #reported = { named: 0, withoutLine: 0, failed: 0 };
 
+  readonly #heap: V8Heap;
+
   constructor(heap: V8Heap) {
     super();
+    this.#heap = heap;
     this.symbolizer = new V8Symbolizer(heap);
   }
 
   detach(ebpf: EbpfHandler, pid: Pid): void {
     ebpf.deleteProcData("v8", pid);
+  }
+
+  /** A V8 13 process whose dispatch table was not there at attach: looked for again at each re-read. */
+  override synchronizeMappings(ebpf: EbpfHandler, pid: Pid, _mappings: readonly ResolvedMapping[]): void {
+    const heap = this.#heap;
+    if (heap.locateDispatchTable()) {
+      ebpf.updateProcData("v8", pid, v8ProcRecord(heap.layout, heap.dispatchTable));
+    }
   }
 
   override symbolize(frame: InterpreterFrame): readonly SymbolizedFrame[] {

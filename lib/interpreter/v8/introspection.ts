@@ -18,6 +18,8 @@
 import type { ElfFile } from "../../elf/elf_file.ts";
 import { PT_LOAD } from "../../elf/elf_file.ts";
 import { findDynamicSymbol } from "../dynamic_symbol_lookup.ts";
+import { DISPATCH_TABLE_SYMBOLS, findDispatchTable, type V8DispatchTableLocation } from "./dispatch_table.ts";
+import { findElfSymbols } from "../elf_symbols.ts";
 import type { ElfSymbol } from "../elf_symbols.ts";
 import type { Address } from "../../types.ts";
 
@@ -81,7 +83,13 @@ export interface V8Layout {
   readonly heapObjectMap: number;
   readonly mapInstanceType: number;
   readonly string: V8StringLayout;
+  /**
+   * JSFunction: its SharedFunctionInfo, and its code, or with {@linkcode V8Layout.dispatchTable} the u32
+   * handle of its dispatch table entry.
+   */
   readonly jsFunction: { readonly shared: number; readonly code: number };
+  /** Where V8 13's JS dispatch table is found in a process, or null for a V8 whose JSFunctions hold their code. */
+  readonly dispatchTable: V8DispatchTableLocation | null;
   readonly sharedFunctionInfo: {
     readonly nameOrScopeInfo: number;
     readonly functionData: number;
@@ -120,6 +128,11 @@ export interface V8Layout {
     readonly sharedFunctionInfo: number;
     readonly inliningPositions: number;
   };
+  /**
+   * V8 13 keeps the optimised function's SharedFunctionInfo in a wrapper (its type, and the field that
+   * holds it); null where DeoptimizationData holds it itself.
+   */
+  readonly sharedFunctionInfoWrapper: { readonly type: number; readonly sharedInfo: number } | null;
 }
 
 const BYTECODE_SIZES = "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE";
@@ -153,6 +166,9 @@ const FIELDS = {
   typeFixedArray: ["v8dbg_type_FixedArray__FIXED_ARRAY_TYPE"],
   typeTrustedByteArray: ["v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"],
   typeTrustedFixedArray: ["v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"],
+  typeProtectedFixedArray: ["v8dbg_type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE"],
+  typeSharedFunctionInfoWrapper: ["v8dbg_type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE"],
+  sfiWrapperSharedInfo: ["v8dbg_class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_"],
   heapObjectMap: ["v8dbg_class_HeapObject__map__Map"],
   mapInstanceType: ["v8dbg_class_Map__instance_type__uint16_t"],
   firstNonString: ["v8dbg_FirstNonstringType"],
@@ -183,6 +199,7 @@ const FIELDS = {
   sfiNameOrScopeInfo: [
     "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
     "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
+    "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
   ],
   sfiFunctionData: ["v8dbg_class_SharedFunctionInfo__function_data__Object"],
   // V8 12 keeps a function's DebugInfo aside: the field holds the Script alone.
@@ -219,7 +236,10 @@ const FIELDS = {
   codeKindBaseline: ["v8dbg_CodeKindBaseline"],
   deoptInlinedFunctionCount: ["v8dbg_DeoptimizationDataInlinedFunctionCountIndex"],
   deoptLiteralArray: ["v8dbg_DeoptimizationDataLiteralArrayIndex"],
-  deoptSharedFunctionInfo: ["v8dbg_DeoptimizationDataSharedFunctionInfoIndex"],
+  deoptSharedFunctionInfo: [
+    "v8dbg_DeoptimizationDataSharedFunctionInfoIndex",
+    "v8dbg_DeoptimizationDataWrappedSharedFunctionInfoIndex",
+  ],
   deoptInliningPositions: ["v8dbg_DeoptimizationDataInliningPositionsIndex"],
 } as const satisfies Record<string, readonly string[]>;
 
@@ -314,6 +334,16 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
     instructionStartIsPointer ? codeFlags + 4 + (atLeast(11, 4, 59) ? 0 : 4) : null,
   );
   const jsFunctionShared = required("jsFunctionShared");
+  // V8 13 gave JSFunctions a dispatch handle for their code (leaptiering): the table is found through
+  // V8's accessor of it, in the symbol table, which is read only for such a version (about 100 ms for
+  // Node 24). V8 13 no longer exports the bytecode sizes either: they are read from there too.
+  let dispatchTable: V8DispatchTableLocation | null = null;
+  if (optional("jsFunctionCode") === null && atLeast(13, 0)) {
+    const local = findElfSymbols(elf, [...DISPATCH_TABLE_SYMBOLS, BYTECODE_SIZES]);
+    dispatchTable = findDispatchTable(elf, local);
+    const sizes = local.get(BYTECODE_SIZES);
+    if (sizes !== undefined && !symbols.has(BYTECODE_SIZES)) symbols.set(BYTECODE_SIZES, sizes);
+  }
   const typeJsFunction = required("typeJsFunction");
   const layout: V8Layout = {
     version,
@@ -335,7 +365,9 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       byteArray: required("typeByteArray"),
       fixedArray: required("typeFixedArray"),
       positionTable: optional("typeTrustedByteArray") ?? required("typeByteArray"),
-      deoptimizationData: optional("typeTrustedFixedArray") ?? required("typeFixedArray"),
+      // ProtectedFixedArray from V8 12.5 (Node 24's 13.6 measured), TrustedFixedArray in 12.4.
+      deoptimizationData: (atLeast(12, 5) ? optional("typeProtectedFixedArray") : null) ??
+        optional("typeTrustedFixedArray") ?? required("typeFixedArray"),
     },
     heapObjectMap: required("heapObjectMap"),
     mapInstanceType: required("mapInstanceType"),
@@ -361,9 +393,14 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
     },
     jsFunction: {
       shared: jsFunctionShared,
-      // Right after the SharedFunctionInfo's neighbours (context, feedback cell) before 11.7.
-      code: required("jsFunctionCode", atLeast(11, 7) ? null : jsFunctionShared + 24),
+      // Right after the SharedFunctionInfo's neighbours (context, feedback cell) before 11.7. V8 13's
+      // dispatch handle takes the code's place, right before the SharedFunctionInfo (Node 24 measured).
+      code: required(
+        "jsFunctionCode",
+        dispatchTable !== null ? jsFunctionShared - 8 : atLeast(11, 7) ? null : jsFunctionShared + 24,
+      ),
     },
+    dispatchTable,
     sharedFunctionInfo: {
       nameOrScopeInfo: required("sfiNameOrScopeInfo"),
       // Right after the map in every version read (V8 12 no longer describes it: Node 22 measured).
@@ -408,6 +445,9 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       sourcePositionTable: codeSourcePositions,
     },
     // The same indexes from 10.2 (which does not describe them) to 11.3 (which does).
+    sharedFunctionInfoWrapper: symbols.has("v8dbg_DeoptimizationDataWrappedSharedFunctionInfoIndex")
+      ? { type: required("typeSharedFunctionInfoWrapper"), sharedInfo: required("sfiWrapperSharedInfo") }
+      : null,
     deoptimizationData: {
       inlinedFunctionCount: required("deoptInlinedFunctionCount", 1),
       literalArray: required("deoptLiteralArray", 2),

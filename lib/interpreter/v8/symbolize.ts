@@ -133,11 +133,13 @@ export class V8Symbolizer {
       L.types.deoptimizationData,
       "DeoptimizationData",
     );
-    const shared = memory.expect(
-      memory.element(deopt, L.deoptimizationData.sharedFunctionInfo),
-      L.types.sharedFunctionInfo,
-      "SharedFunctionInfo",
-    );
+    let sharedSlot = memory.element(deopt, L.deoptimizationData.sharedFunctionInfo);
+    const wrapper = L.sharedFunctionInfoWrapper;
+    if (wrapper !== null) {
+      const wrapped = memory.expect(sharedSlot, wrapper.type, "SharedFunctionInfoWrapper");
+      sharedSlot = memory.field(wrapped, wrapper.sharedInfo);
+    }
+    const shared = memory.expect(sharedSlot, L.types.sharedFunctionInfo, "SharedFunctionInfo");
     if (!this.#cookieMatches(code, cookie)) return [this.#frame(shared, null)];
     const tableObject = memory.field(code, L.code.sourcePositionTable);
     if (tableObject === null || memory.type(tableObject) !== L.types.positionTable) {
@@ -163,7 +165,7 @@ export class V8Symbolizer {
         }
         const functionIndex = view.getInt32(at + 8, true);
         const inlined = functionIndex < 0 ? shared : memory.expect(
-          memory.element(literals, functionIndex),
+          memory.weakElement(literals, functionIndex),
           L.types.sharedFunctionInfo,
           "SharedFunctionInfo",
         );
@@ -185,7 +187,7 @@ export class V8Symbolizer {
       L.types.sharedFunctionInfo,
       "SharedFunctionInfo",
     );
-    const code = memory.field(fn, L.jsFunction.code);
+    const code = memory.jsFunctionCode(fn);
     const cookie = Math.floor(addrOrLine / 2 ** V8CodeCookie.Shift);
     const pcOffset = addrOrLine % 2 ** V8CodeCookie.Shift;
     // The function may have tiered up since: its code is then no longer the one BPF saw.

@@ -40,6 +40,19 @@ function startDeno(flags: string[], cwd: string): Promise<ReadyProcess> {
   });
 }
 
+/** Stops the Deno processes `started`, removes the perf maps V8 wrote for them, and `dir`. */
+async function stopAndClean(started: readonly ReadyProcess[], dir: string): Promise<void> {
+  for (const process of started) {
+    await process.stop();
+    try {
+      Deno.removeSync(`/tmp/perf-${process.pid}.map`);
+    } catch {
+      // not written
+    }
+  }
+  Deno.removeSync(dir, { recursive: true });
+}
+
 /** The anonymous executable mappings of process `pid`, as [start, end) pairs. */
 function anonymousCode(pid: number): [number, number][] {
   const ranges: [number, number][] = [];
@@ -193,15 +206,7 @@ Deno.test(tracingTest(
       assert.deepEqual(stats.mapsRefused, { "not-regular": 0, owner: 0, denied: 0, failed: 0 });
       assert.equal(stats.framesNamed, framesInMap, "--stats counts the frames the profile names from maps");
     } finally {
-      for (const process of started) {
-        await process.stop();
-        try {
-          Deno.removeSync(`/tmp/perf-${process.pid}.map`);
-        } catch {
-          // not written
-        }
-      }
-      Deno.removeSync(dir, { recursive: true });
+      await stopAndClean(started, dir);
     }
   },
 ));
@@ -249,15 +254,7 @@ Deno.test(tracingTest(
       assert.equal(alone.code, 0, alone.stderr);
       assert.ok(!alone.stderr.includes(ADVICE), `DENO_V8_FLAGS has the flag:\n${alone.stderr}`);
     } finally {
-      for (const process of started) {
-        await process.stop();
-        try {
-          Deno.removeSync(`/tmp/perf-${process.pid}.map`);
-        } catch {
-          // not written
-        }
-      }
-      Deno.removeSync(dir, { recursive: true });
+      await stopAndClean(started, dir);
     }
   },
 ));

@@ -10,7 +10,6 @@ import type { Profile } from "../lib/profile/profile.ts";
 import { programs } from "../lib/testing/requirements.ts";
 import {
   hasChain,
-  type ReadyProcess,
   REPO_ROOT,
   startReadyProcess,
   tempDir,
@@ -31,11 +30,6 @@ function markedLines(path: string): Map<string, number> {
     if (name !== undefined) lines.set(name, i + 1);
   });
   return lines;
-}
-
-/** Starts `node` (a program) with `args` (flags, the script and its arguments). */
-function startNode(node: string, args: string[]): Promise<ReadyProcess> {
-  return startReadyProcess(node, args);
 }
 
 interface Frame {
@@ -105,7 +99,7 @@ for (const runtime of testNodes()) {
       `record -p: a plain ${runtime.label} program, Maglev on as V8 picks: its frames are named in order`,
       async () => {
         const dir = tempDir();
-        const node = await startNode(runtime.program, [WORKLOAD, "600"]);
+        const node = await startReadyProcess(runtime.program, [WORKLOAD, "600"]);
         try {
           const { samples, total } = await recordNode(node.pid, `${dir}/maglev.pb.gz`);
           // Maglev inlines the chain's middle into jsRun with no source positions to tell it by: what
@@ -138,7 +132,7 @@ for (const runtime of testNodes()) {
       async () => {
         const lines = markedLines(WORKLOAD);
         const dir = tempDir();
-        const node = await startNode(runtime.program, [
+        const node = await startReadyProcess(runtime.program, [
           ...tier.flags,
           ...(runtime.v8Major !== null && runtime.v8Major >= 13 ? ["--no-maglev"] : []),
           "--trace-turbo-inlining",
@@ -222,7 +216,7 @@ for (const runtime of testNodes()) {
         stderr: "piped",
       }).outputSync();
       assert.ok(build.success, new TextDecoder().decode(build.stderr));
-      const node = await startNode(runtime.program, [
+      const node = await startReadyProcess(runtime.program, [
         `${REPO_ROOT}tests/workloads/napi_chain.js`,
         addon,
         "600",

@@ -8,14 +8,7 @@ import assert from "node:assert/strict";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import type { Profile } from "../lib/profile/profile.ts";
 import { programs } from "../lib/testing/requirements.ts";
-import {
-  hasChain,
-  REPO_ROOT,
-  startReadyProcess,
-  tempDir,
-  testNodes,
-  tracingTest,
-} from "./helpers.ts";
+import { hasChain, REPO_ROOT, startReadyProcess, tempDir, testNodes, tracingTest } from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 

@@ -84,7 +84,8 @@ export function dispatchEntryAddress(table: number, handle: number): number | nu
   return table + index * V8DispatchTable.EntryBytes + V8DispatchTable.CodeWord;
 }
 
-/** The (untagged) code object address an entry's code word holds. */
-export function codeOfEntryWord(word: bigint): number {
-  return Number(word >> BigInt(V8DispatchTable.CodeShift));
+/** The (untagged) code object address an entry's code word holds, given as its high and low 32 bits. */
+export function codeOfEntryWord(high: number, low: number): number {
+  const shift = V8DispatchTable.CodeShift;
+  return high * 2 ** (32 - shift) + Math.floor(low / 2 ** shift);
 }

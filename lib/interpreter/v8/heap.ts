@@ -93,7 +93,7 @@ export class V8Heap {
     const entry = dispatchEntryAddress(this.#dispatchTable, this.#memory.u32(fn + L.jsFunction.code));
     if (entry === null) return null;
     const [high, low] = this.#memory.u64Halves(entry);
-    return codeOfEntryWord((BigInt(high) << 32n) | BigInt(low)) as V8Object;
+    return codeOfEntryWord(high, low) as V8Object;
   }
 
   get layout(): V8Layout {
@@ -203,38 +203,33 @@ export class V8Heap {
   }
 
   /** Element `index` of a FixedArray-like object: the object it points to, or null (a Smi or a hole). */
+  element(array: V8Object, index: number): V8Object | null {
+    return this.objectAt(this.#elementAddress(array, index));
+  }
+
   /**
    * Element `index` of a weak array (V8 12.5's literal arrays): a weak reference is read as the object
    * it points to, a cleared one as null.
    */
   weakElement(array: V8Object, index: number): V8Object | null {
-    const L = this.#layout;
-    const length = this.smi(array, L.fixedArray.length);
-    if (length === null || index < 0 || index >= length) {
-      throw new V8ObjectError(`0x${array.toString(16)}: no element ${index} of ${length}`);
-    }
-    const [high, low] = this.#memory.u64Halves(array + L.fixedArray.data + index * 8);
+    const [high, low] = this.#memory.u64Halves(this.#elementAddress(array, index));
     if ((low & 1) === 0 || high >= 0x8000) return null;
     return (high * TWO_POW_32 + low - (low & TAG_MASK)) as V8Object;
   }
 
-  element(array: V8Object, index: number): V8Object | null {
-    const L = this.#layout;
-    const length = this.smi(array, L.fixedArray.length);
-    if (length === null || index < 0 || index >= length) {
-      throw new V8ObjectError(`0x${array.toString(16)}: no element ${index} of ${length}`);
-    }
-    return this.field(array, L.fixedArray.data + index * 8);
-  }
-
   /** Element `index` of a FixedArray-like object as a Smi, or null. */
   smiElement(array: V8Object, index: number): number | null {
+    return this.smiAt(this.#elementAddress(array, index));
+  }
+
+  /** Where element `index` of a FixedArray-like object lies, checked against its length. */
+  #elementAddress(array: V8Object, index: number): number {
     const L = this.#layout;
     const length = this.smi(array, L.fixedArray.length);
     if (length === null || index < 0 || index >= length) {
       throw new V8ObjectError(`0x${array.toString(16)}: no element ${index} of ${length}`);
     }
-    return this.smi(array, L.fixedArray.data + index * 8);
+    return array + L.fixedArray.data + index * 8;
   }
 
   #string(object: V8Object, start: number, maxLength: number, depth: number): string {

@@ -319,6 +319,7 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
   // DeoptimizationData and source positions (measured in Node 22: 8, 16, wrapper 24); before, the source
   // positions came at 24.
   const codeWrapper = optional("codeWrapper");
+  const bytecodeWrapper = optional("bytecodeArrayWrapper");
   const codeSourcePositions = required("codeSourcePositions", codeWrapper !== null ? codeWrapper - 8 : 24);
   // V8 11.1.204 made Code's instructions an address field (the InstructionStream split): the start lies
   // right after the source positions and the InstructionStream pointer; flags and the size follow it
@@ -424,7 +425,7 @@ export function readV8Layout(elf: ElfFile, fileName: string): V8Layout | null {
       // map, length, its wrapper in the heap, then the source positions (Node 22 measured).
       sourcePositionTable: required(
         "bytecodeArraySourcePositions",
-        optional("bytecodeArrayWrapper") !== null ? optional("bytecodeArrayWrapper")! + 8 : 32,
+        bytecodeWrapper !== null ? bytecodeWrapper + 8 : 32,
       ),
       data: required("bytecodeArrayData"),
     },

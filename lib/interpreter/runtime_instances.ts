@@ -108,9 +108,11 @@ export class RuntimeInstances {
     mappings: readonly ResolvedMapping[],
   ): AttachedInstance[] {
     const next: AttachedInstance[] = [];
+    // A file is mapped several times (text, data): the process is looked at once per read.
+    let flagsLooked = false;
     for (const mapping of mappings) {
       const claim = this.#files.claimOf(mapping.file);
-      if (claim === null) this.#adviseFlags(pid, mapping.file);
+      if (claim === null && !flagsLooked) flagsLooked = this.#adviseFlags(pid, mapping.file);
       if (!claim || next.some((a) => a.file === mapping.file)) continue;
       const bias = mappingBias(mapping, claim.segments);
       if (bias === null || bias < 0) continue;
@@ -191,14 +193,19 @@ export class RuntimeInstances {
     return [...sums].map(([id, value]) => ({ id, value }));
   }
 
-  /** Tells the user once if `pid` maps a file whose runtime needs flags it was started without. */
-  #adviseFlags(pid: Pid, file: MappedFile): void {
+  /**
+   * Tells the user once if `pid` maps `file`, whose runtime needs flags the process was started without.
+   * Returns whether the process was looked at (the file has such a runtime).
+   */
+  #adviseFlags(pid: Pid, file: MappedFile): boolean {
     const required = this.#files.flagsRequiredOf(file);
-    if (required === null || this.#advised.has(required)) return;
+    if (required === null) return false;
+    if (this.#advised.has(required)) return true;
     const launch = readProcessLaunch(pid, this.#procRoot);
-    if (launch === null || required.satisfiedBy(launch)) return;
+    if (launch === null || required.satisfiedBy(launch)) return true;
     this.#advised.add(required);
     this.#advise(required.advice(pid, file.path));
+    return true;
   }
 
   #attach(

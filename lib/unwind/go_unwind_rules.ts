@@ -13,6 +13,13 @@
  * - runtime.cgocallback, which runs Go code that C calls, does so on the goroutine's stack while its own
  *   frame stays on the system stack: its call unwinds by its frame pointer, back to the C code (see
  *   {@linkcode GoCallback}).
+ * - Go's signal handler runs on the thread's signal stack, and its frame-pointer chain leads straight into
+ *   the interrupted goroutine's stack, which may lie below it: a chain that goes down the stack is taken
+ *   for garbage. So runtime.sigtramp, the handler the kernel calls, and runtime.sigtrampgo, which it calls,
+ *   get their frames from the SP delta table: no frame pointer is followed out of them, the kernel's
+ *   return address (Go's own restorer) is found, the restorer gets a Signal row, and the unwinder goes on
+ *   from the interrupted registers in the signal frame, as it does at libc's (see
+ *   {@linkcode GoSignalFrames}).
  *
  * @example
  * ```ts ignore
@@ -29,7 +36,7 @@
 
 import type { ElfFile } from "../elf/elf_file.ts";
 import type { Address } from "../types.ts";
-import { GoSymbols } from "../symbolize/go/go_symbols.ts";
+import { type GoFunction, GoSymbols } from "../symbolize/go/go_symbols.ts";
 import { CfaRule, FpRule, type UnwindTable } from "./unwind_table.ts";
 
 /** One call of C code by runtime.asmcgocall: the call instruction and asmcgocall's saved slots. */
@@ -50,6 +57,33 @@ export interface GoCgoCall {
 /** A rule without its address. */
 type Rule = Omit<Row, "address">;
 
+/**
+ * Where a Go binary that installs its own signal handlers (not through libc: a binary linked by Go) has
+ * the code the kernel enters and leaves a handler through.
+ */
+export interface GoSignalFrames {
+  /**
+   * The code of runtime.sigtramp and runtime.sigtrampgo, in runs of one frame: CFA = rsp + `cfaOffset`
+   * (sigtramp's CFA is where the kernel left the signal frame, right above the return address it pushed:
+   * the restorer), and the caller's rbp saved at CFA - 16 (`rbpSaved`, sigtrampgo once its prologue ran)
+   * or still in rbp (sigtramp never changes it).
+   */
+  frames: GoFrameRun[];
+  /**
+   * The restorer (runtime.sigreturn__sigaction; runtime.sigreturn up to Go 1.20) [start, end), from one
+   * byte before its entry: a return address is looked up less one, and the handler's is the entry.
+   */
+  restorer: { start: number; end: number };
+}
+
+/** Code [start, end) with one frame, from a function's SP delta table. */
+export interface GoFrameRun {
+  start: number;
+  end: number;
+  cfaOffset: number;
+  rbpSaved: boolean;
+}
+
 /** A range of code [start, end) (ELF addresses), and how it changes each rule in force there. */
 interface Overlay {
   start: number;
@@ -67,6 +101,8 @@ export interface GoUnwindRules {
   frameless: { start: number; end: number }[];
   /** runtime.cgocallback's calls of Go code, on the goroutine's stack, for C code calling Go. */
   callbacks: GoCallback[];
+  /** The handler and restorer of Go's signals, or null when they were not both recognized. */
+  signal: GoSignalFrames | null;
 }
 
 /**
@@ -101,17 +137,27 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
   const asmcgocalls: { entry: number; end: number }[] = [];
   const cgocallbacks: { entry: number; end: number }[] = [];
   const cgocallbackgs = new Map<number, number>();
+  const sigtramps: GoFunction[] = [];
+  const sigtrampgos: GoFunction[] = [];
+  const restorers: GoFunction[] = [];
   const names = [
     "runtime.asmcgocall",
     "runtime.asmcgocall_landingpad",
     "runtime.cgocallback",
     "runtime.cgocallbackg",
+    "runtime.sigtramp",
+    "runtime.sigtrampgo",
+    "runtime.sigreturn__sigaction",
+    "runtime.sigreturn",
   ];
   for (const f of symbols.functionsNamed(names)) {
     if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
     if (f.name === "runtime.asmcgocall_landingpad") landingPads.set(f.entry, f.end);
     if (f.name === "runtime.cgocallback") cgocallbacks.push(f);
     if (f.name === "runtime.cgocallbackg") cgocallbackgs.set(f.entry, f.end);
+    if (f.name === "runtime.sigtramp") sigtramps.push(f);
+    if (f.name === "runtime.sigtrampgo") sigtrampgos.push(f);
+    if (f.name.startsWith("runtime.sigreturn")) restorers.push(f);
   }
   const callbacks: GoCallback[] = [];
   for (const f of cgocallbacks) {
@@ -153,7 +199,58 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     })),
     frameless,
     callbacks,
+    signal: signalFrames(elf, symbols, { sigtramps, sigtrampgos, restorers }),
   };
+}
+
+/** `MOVQ $SYS_rt_sigreturn, AX` (either encoding Go's assembler uses), then `SYSCALL`. */
+const RT_SIGRETURN = [
+  [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05],
+  [0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05],
+];
+
+/**
+ * The signal handler's frames and the restorer of a Go binary: only when there is one of each function,
+ * sigtrampgo starts with one of Go's prologues, and the restorer's code starts with the rt_sigreturn
+ * system call (Go's src/runtime/sys_linux_amd64.s).
+ */
+function signalFrames(
+  elf: ElfFile,
+  symbols: GoSymbols,
+  found: { sigtramps: GoFunction[]; sigtrampgos: GoFunction[]; restorers: GoFunction[] },
+): GoSignalFrames | null {
+  const { sigtramps, sigtrampgos, restorers } = found;
+  if (sigtramps.length !== 1 || sigtrampgos.length !== 1 || restorers.length !== 1) return null;
+  const restorer = restorers[0]!;
+  const code = codeOf(elf, restorer.entry, restorer.end);
+  if (code === null || !RT_SIGRETURN.some((call) => call.every((byte, i) => code[i] === byte))) return null;
+  const go = sigtrampgos[0]!;
+  const goCode = codeOf(elf, go.entry, go.end);
+  const prologue = goCode === null ? null : standardFrame(goCode);
+  if (prologue === null) return null;
+  const tramp = frameRuns(symbols, sigtramps[0]!, null);
+  const handler = frameRuns(symbols, go, go.entry + prologue.saved);
+  if (tramp.length === 0 || handler.length === 0) return null;
+  return { frames: [...tramp, ...handler], restorer: { start: restorer.entry - 1, end: restorer.end } };
+}
+
+/**
+ * The frames of `f` from its SP delta table, one run per change; rbp is saved at CFA - 16 from `saved` on
+ * wherever the function has a frame (never when `saved` is null). Empty for a function over
+ * {@linkcode MAX_FUNCTION_BYTES}.
+ */
+function frameRuns(symbols: GoSymbols, f: GoFunction, saved: number | null): GoFrameRun[] {
+  const runs: GoFrameRun[] = [];
+  if (f.end - f.entry > MAX_FUNCTION_BYTES) return runs;
+  for (let pc = f.entry; pc < f.end; pc++) {
+    const delta = symbols.spDelta(pc);
+    if (delta === null || delta < 0) break; // the table ends at the padding
+    const rbpSaved = saved !== null && pc >= saved && delta >= 8;
+    const last = runs[runs.length - 1];
+    if (last !== undefined && last.cfaOffset === delta + 8 && last.rbpSaved === rbpSaved) last.end = pc + 1;
+    else runs.push({ start: pc, end: pc + 1, cfaOffset: delta + 8, rbpSaved });
+  }
+  return runs;
 }
 
 /** The bytes of code [start, end) of `elf`, or null when they are not all in the file. */
@@ -414,6 +511,16 @@ export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTab
   for (const pad of rules.frameless) {
     const frameless = rule(CfaRule.Rsp, 8, FpRule.Unchanged, 0);
     overlays.push({ ...pad, map: () => frameless });
+  }
+  if (rules.signal) {
+    for (const run of rules.signal.frames) {
+      const frame = run.rbpSaved
+        ? rule(CfaRule.Rsp, run.cfaOffset, FpRule.CfaOffset, -16)
+        : rule(CfaRule.Rsp, run.cfaOffset, FpRule.Unchanged, 0);
+      overlays.push({ start: run.start, end: run.end, map: () => frame });
+    }
+    const signal = rule(CfaRule.Signal, 0, FpRule.Unchanged, 0);
+    overlays.push({ ...rules.signal.restorer, map: () => signal });
   }
   for (const call of rules.cgoCalls) {
     // The g slot is right above the depth slot (findCgoCalls keeps no other): BPF needs only the depth's.

@@ -163,6 +163,7 @@ Deno.test("withGoRules gives cgocallbackg's saved rbp to its CFI rows, and cgoca
       cgoCalls: [],
       frameless: [],
       callbacks: [{ start: 0x4010, end: 0x4012, callee: { start: 0x5009, end: 0x5040, cfaOffset: 40 } }],
+      signal: null,
     },
   );
   const rows = Array.from({ length: out.length }, (_, i) => [
@@ -196,6 +197,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
       cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48, callerRbpSaved: false }],
       frameless: [],
       callbacks: [],
+      signal: null,
     },
   );
   const { Rsp, FramePointer, GoCgoCall, Invalid } = CfaRule;
@@ -213,6 +215,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     cgoCalls: [{ start: 0x3010, end: 0x3012, depthSlot: 40, gSlot: 48, callerRbpSaved: false }],
     frameless: [],
     callbacks: [],
+    signal: null,
   });
   assert.deepEqual(rowsOf(covered), [
     [0x3000, Rsp, 8, 0],
@@ -369,5 +372,66 @@ Deno.test(requiring([programs("go", "gcc")], {
       param: 16,
       fpParam: -16,
     });
+  },
+}));
+
+Deno.test(requiring([programs("go")], {
+  name:
+    "the stack deltas of a stripped Go binary give its signal handler the frames Go's CFI gives, and its restorer a Signal row",
+  async fn() {
+    const plain = await buildGoWorkload("labels", {}, "-symbols");
+    const stripped = await buildGoWorkload("labels", { ldflags: "-s -w" }, "-stripped");
+    // The restorer, as Go's disassembler lists it: MOVQ $0xf, AX (rt_sigreturn); SYSCALL.
+    const result = await new Deno.Command("go", {
+      args: ["tool", "objdump", "-s", "^runtime\\.sigreturn", plain],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(result.success, new TextDecoder().decode(result.stderr));
+    const lines = new TextDecoder().decode(result.stdout).split("\n");
+    const first = lines.findIndex((line) => line.startsWith("TEXT runtime.sigreturn"));
+    assert.ok(first >= 0 && /MOVQ \$0xf, AX/.test(lines[first + 1]!), "objdump lists the restorer");
+    assert.ok(/\bSYSCALL\b/.test(lines[first + 2]!));
+    const restorer = parseInt(lines[first + 1]!.trim().split(/\s+/)[1]!, 16);
+    const syscall = parseInt(lines[first + 2]!.trim().split(/\s+/)[1]!, 16);
+
+    // Go's linker writes .debug_frame (CFA = rsp + frame) from the same SP delta tables; -w drops it.
+    using plainElf = ElfFile.open(plain);
+    const cfi = extractUnwindTable(plainElf);
+    using elf = ElfFile.open(stripped);
+    const rules = goUnwindRules(elf)!;
+    assert.ok(rules.signal, "sigtramp, sigtrampgo and the restorer recognized");
+    const store: { opcode: number; fpOpcode: number; param: number; fpParam: number }[] = [];
+    const registry = new UnwindInfoRegistry(16384, (index, opcode, fpOpcode, _merge, param, fpParam) => {
+      store[index] = { opcode, fpOpcode, param, fpParam };
+    });
+    const deltas = buildStackDeltas(withGoRules(extractUnwindTable(elf), rules), registry);
+    const symbols = GoSymbols.read(elf)!;
+    let checked = 0;
+    for (const run of rules.signal.frames) {
+      const name = symbols.functionAt(run.start)?.name;
+      assert.ok(name === "runtime.sigtramp" || name === "runtime.sigtrampgo", name);
+      for (let address = run.start; address < run.end; address++) {
+        const row = findRow(cfi, address);
+        assert.ok(row >= 0 && cfi.cfaRules[row] === CfaRule.Rsp, `CFI at 0x${address.toString(16)}`);
+        const rule = store[deltaAt(deltas, address)]!;
+        assert.equal(rule.opcode, UnwindOpcode.BaseSp);
+        assert.equal(rule.param, cfi.cfaOffsets[row], `CFA offset at 0x${address.toString(16)} (${name})`);
+        // sigtramp keeps the interrupted rbp; sigtrampgo saves it below its return address.
+        assert.equal(rule.fpOpcode, run.rbpSaved ? UnwindFpOpcode.CfaOffset : UnwindFpOpcode.Unchanged);
+        checked++;
+      }
+    }
+    const tramp = [...symbols.functionsNamed(["runtime.sigtramp", "runtime.sigtrampgo"])];
+    assert.ok(rules.signal.frames.some((run) => run.rbpSaved), "sigtrampgo saves rbp");
+    console.log(`${checked} addresses of ${tramp.map((f) => f.name).join(" and ")} as Go's CFI says`);
+    // The handler returns to the restorer's entry, looked up less one; an interrupted system call is in it.
+    for (const address of [restorer - 1, restorer, syscall]) {
+      assert.equal(
+        deltaAt(deltas, address),
+        StackDeltaConstants.DeltaCommandFlag | UnwindCommand.Signal,
+        `0x${address.toString(16)}`,
+      );
+    }
   },
 }));

@@ -155,6 +155,23 @@ export class GoSymbols {
     }
   }
 
+  /**
+   * How far rsp is below its value at the entry of the function that holds `pc` when the instruction at
+   * `pc` runs (the function's frame there, its return address not counted), from the function's SP delta
+   * table; null when no function holds `pc` or its table has no value there.
+   */
+  spDelta(pc: number): number | null {
+    try {
+      const index = this.#pclntab.find(pc);
+      if (index < 0) return null;
+      const f = this.#pclntab.func(index);
+      return this.#pclntab.pcValue(f.pcsp, f, pc);
+    } catch (error) {
+      if (error instanceof RangeError) return null;
+      throw error;
+    }
+  }
+
   /** The function whose code holds `pc` (its outermost, not inlined, frame), or null as for `frames`. */
   functionAt(pc: number): GoFunction | null {
     try {

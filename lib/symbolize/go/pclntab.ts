@@ -52,6 +52,11 @@ export interface GoFunc {
   end: number;
   /** Offset of the name in the function name table. */
   nameOff: number;
+  /**
+   * Offset of the SP delta table in the pc-value tables (how far rsp is below its value at entry, the
+   * return address not counted); 0 when the function has none.
+   */
+  pcsp: number;
   /** Offsets of the file index and line tables in the pc-value tables; 0 when the function has none. */
   pcfile: number;
   pcln: number;
@@ -226,6 +231,7 @@ export class Pclntab {
       entry,
       end: this.entryOf(i + 1),
       nameOff: this.#u32(fields),
+      pcsp: this.#u32(fields + 12),
       pcfile: this.#u32(fields + 16),
       pcln: this.#u32(fields + 20),
       npcdata: this.#u32(fields + 24),

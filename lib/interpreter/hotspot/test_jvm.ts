@@ -1,0 +1,158 @@
+/**
+ * Java workloads for the HotSpot tests: compiles `tests/workloads/java/NAME.java` with `javac` (once, while
+ * the source is unchanged) and starts it, waiting until its `libjvm.so` has filled the introspection
+ * tables. Test support only.
+ *
+ * @module
+ */
+import { REPO_ROOT } from "../../../tests/helpers.ts";
+import { ElfFile } from "../../elf/elf_file.ts";
+import { findElfSymbols } from "../elf_symbols.ts";
+import { mappingBias, parseProcMaps } from "../../process/proc_maps.ts";
+import { delay } from "../../sys/timer.ts";
+import { asPid, type Pid } from "../../types.ts";
+
+const SOURCES = `${REPO_ROOT}tests/workloads/java/`;
+const CLASSES = `${REPO_ROOT}tests/.build/java/`;
+/** The class file release the workloads are compiled for: the oldest JDK the HotSpot support reads. */
+const OLDEST_RELEASE = 17;
+
+/** A JDK of the machine: its home and its feature release (17, 21, 25). */
+export interface TestJdk {
+  home: string;
+  release: number;
+}
+
+/**
+ * The JDKs under /usr/lib/jvm (each once, by real path) that have `java` and `jhsdb`, oldest first; the
+ * workloads are compiled by the `javac` on PATH for the oldest release, so that every one runs them.
+ */
+export function installedJdks(): TestJdk[] {
+  const homes = new Set<string>();
+  try {
+    for (const entry of Deno.readDirSync("/usr/lib/jvm")) {
+      try {
+        const home = Deno.realPathSync(`/usr/lib/jvm/${entry.name}`);
+        Deno.statSync(`${home}/bin/java`);
+        Deno.statSync(`${home}/bin/jhsdb`);
+        homes.add(home);
+      } catch {
+        // not a JDK with the debugger
+      }
+    }
+  } catch {
+    return [];
+  }
+  const jdks: TestJdk[] = [];
+  for (const home of homes) {
+    const release = /^JAVA_VERSION="(\d+)/m.exec(readOrEmpty(`${home}/release`));
+    if (release) jdks.push({ home, release: Number(release[1]) });
+  }
+  return jdks.sort((a, b) => a.release - b.release);
+}
+
+function readOrEmpty(path: string): string {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return "";
+  }
+}
+
+/** A running JVM of a test, and where its `libjvm.so` is. */
+export interface TestJvm extends AsyncDisposable {
+  pid: Pid;
+  child: Deno.ChildProcess;
+  libjvm: string;
+  /** Load bias of `libjvm.so` in the process. */
+  bias: number;
+}
+
+/** Compiles `NAME.java` into tests/.build/java/ unless its class is newer; returns the class directory. */
+export async function compileJava(name: string): Promise<string> {
+  const source = `${SOURCES}${name}.java`;
+  const built = `${CLASSES}${name}.class`;
+  try {
+    if ((Deno.statSync(built).mtime?.getTime() ?? 0) > (Deno.statSync(source).mtime?.getTime() ?? 0)) {
+      return CLASSES;
+    }
+  } catch {
+    // not built yet
+  }
+  Deno.mkdirSync(CLASSES, { recursive: true });
+  const result = await new Deno.Command("javac", {
+    args: ["--release", String(OLDEST_RELEASE), "-d", CLASSES, source],
+    stderr: "piped",
+  }).output();
+  if (!result.success) throw new Error(`javac ${name}: ${new TextDecoder().decode(result.stderr)}`);
+  return CLASSES;
+}
+
+/**
+ * Starts `java -cp CLASSES NAME ARGS` and resolves once `libjvm.so` is mapped and has set the stride of its
+ * field table. Kill it by disposing of the result.
+ */
+export async function startJvm(
+  name: string,
+  args: string[],
+  options: { jdk?: TestJdk; javaOptions?: string[] } = {},
+): Promise<TestJvm> {
+  const classes = await compileJava(name);
+  const javaOptions = options.javaOptions ?? [];
+  const child = new Deno.Command(options.jdk ? `${options.jdk.home}/bin/java` : "java", {
+    args: [...javaOptions, "-cp", classes, name, ...args],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const pid = asPid(child.pid);
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+    await child.status;
+    await child.stdout.cancel().catch(() => {});
+  };
+  try {
+    for (let waited = 0; waited < 10_000; waited += 20) {
+      const found = findLibjvm(pid);
+      if (found !== null && structsReady(pid, found)) {
+        return { pid, child, ...found, [Symbol.asyncDispose]: stop };
+      }
+      await delay(20);
+    }
+    throw new Error(`java ${name} did not start within 10 s`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Where `libjvm.so` is mapped in `pid`, or null while it is not. */
+function findLibjvm(pid: Pid): { libjvm: string; bias: number } | null {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(`/proc/${pid}/maps`);
+  } catch {
+    return null;
+  }
+  const mapping = parseProcMaps(text).find((m) => m.path.endsWith("/libjvm.so"));
+  if (mapping === undefined) return null;
+  using elf = ElfFile.open(mapping.path);
+  const bias = mappingBias(mapping, elf.loadSegments);
+  return bias === null ? null : { libjvm: mapping.path, bias };
+}
+
+/** Whether `libjvm.so` has set the stride of its field table (in `.bss`, 0 until then). */
+function structsReady(pid: Pid, found: { libjvm: string; bias: number }): boolean {
+  using elf = ElfFile.open(found.libjvm);
+  const name = "gHotSpotVMStructEntryArrayStride";
+  const symbol = findElfSymbols(elf, [name]).get(name);
+  if (symbol === undefined) return false;
+  using file = Deno.openSync(`/proc/${pid}/mem`);
+  const bytes = new Uint8Array(8);
+  file.seekSync(symbol.value + found.bias, Deno.SeekMode.Start);
+  if (file.readSync(bytes) !== 8) return false;
+  return new DataView(bytes.buffer).getBigUint64(0, true) !== 0n;
+}

@@ -7,7 +7,6 @@
  */
 import { REPO_ROOT } from "../../../tests/helpers.ts";
 import { ElfFile } from "../../elf/elf_file.ts";
-import { findElfSymbols } from "../elf_symbols.ts";
 import { mappingBias, parseProcMaps } from "../../process/proc_maps.ts";
 import { delay } from "../../sys/timer.ts";
 import { asPid, type Pid } from "../../types.ts";
@@ -89,8 +88,8 @@ export async function compileJava(name: string): Promise<string> {
 }
 
 /**
- * Starts `java -cp CLASSES NAME ARGS` and resolves once `libjvm.so` is mapped and has set the stride of its
- * field table. Kill it by disposing of the result.
+ * Starts `java -cp CLASSES NAME ARGS` (a workload that prints `ready` first, from its main method) and
+ * resolves once it has printed it: the JVM has started. Kill it by disposing of the result.
  */
 export async function startJvm(
   name: string,
@@ -105,6 +104,7 @@ export async function startJvm(
     stderr: "inherit",
   }).spawn();
   const pid = asPid(child.pid);
+  const reader = child.stdout.getReader();
   const stop = async () => {
     try {
       child.kill("SIGKILL");
@@ -112,17 +112,19 @@ export async function startJvm(
       // already gone
     }
     await child.status;
-    await child.stdout.cancel().catch(() => {});
+    await reader.cancel().catch(() => {});
   };
   try {
-    for (let waited = 0; waited < 10_000; waited += 20) {
-      const found = findLibjvm(pid);
-      if (found !== null && structsReady(pid, found)) {
-        return { pid, child, ...found, [Symbol.asyncDispose]: stop };
-      }
-      await delay(20);
+    const timeout = delay(10_000).then(() => null);
+    let text = "";
+    while (!text.includes("ready\n")) {
+      const chunk = await Promise.race([reader.read(), timeout]);
+      if (chunk === null || chunk.done) throw new Error(`java ${name} did not print ready within 10 s`);
+      text += new TextDecoder().decode(chunk.value);
     }
-    throw new Error(`java ${name} did not start within 10 s`);
+    const found = findLibjvm(pid);
+    if (found === null) throw new Error(`java ${name} (pid ${pid}) maps no libjvm.so`);
+    return { pid, child, ...found, [Symbol.asyncDispose]: stop };
   } catch (error) {
     await stop();
     throw error;
@@ -142,17 +144,4 @@ function findLibjvm(pid: Pid): { libjvm: string; bias: number } | null {
   using elf = ElfFile.open(mapping.path);
   const bias = mappingBias(mapping, elf.loadSegments);
   return bias === null ? null : { libjvm: mapping.path, bias };
-}
-
-/** Whether `libjvm.so` has set the stride of its field table (in `.bss`, 0 until then). */
-function structsReady(pid: Pid, found: { libjvm: string; bias: number }): boolean {
-  using elf = ElfFile.open(found.libjvm);
-  const name = "gHotSpotVMStructEntryArrayStride";
-  const symbol = findElfSymbols(elf, [name]).get(name);
-  if (symbol === undefined) return false;
-  using file = Deno.openSync(`/proc/${pid}/mem`);
-  const bytes = new Uint8Array(8);
-  file.seekSync(symbol.value + found.bias, Deno.SeekMode.Start);
-  if (file.readSync(bytes) !== 8) return false;
-  return new DataView(bytes.buffer).getBigUint64(0, true) !== 0n;
 }

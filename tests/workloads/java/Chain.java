@@ -1,5 +1,6 @@
-// Test workload for the HotSpot tests: main calls a, a b, b c, which burns the CPU until the process has
-// used SECONDS of CPU time (all its threads), then prints `cpu_seconds=S`. Usage: java -cp DIR Chain SECONDS
+// Test workload for the HotSpot tests: main prints `ready` (the JVM has started), then calls a, a b, b c,
+// which burns the CPU until the process has used SECONDS of CPU time (all its threads), then prints
+// `cpu_seconds=S`. Usage: java -cp DIR Chain SECONDS
 import java.lang.management.ManagementFactory;
 
 public class Chain {
@@ -36,6 +37,8 @@ public class Chain {
 
     public static void main(String[] args) {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 5;
+        System.out.println("ready");
+        System.out.flush();
         a(seconds);
         System.out.printf("cpu_seconds=%.3f%n", cpuSeconds());
     }

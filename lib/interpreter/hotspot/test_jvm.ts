@@ -65,6 +65,11 @@ export interface TestJvm extends AsyncDisposable {
   libjvm: string;
   /** Load bias of `libjvm.so` in the process. */
   bias: number;
+  /**
+   * Reads the JVM's standard output on until `done` holds for all of it so far (from its start), or
+   * `timeoutMs` passed; returns it.
+   */
+  readOutput(done: (text: string) => boolean, timeoutMs: number): Promise<string>;
 }
 
 /** Compiles `NAME.java` into tests/.build/java/ unless its class is newer; returns the class directory. */
@@ -114,17 +119,23 @@ export async function startJvm(
     await child.status;
     await reader.cancel().catch(() => {});
   };
-  try {
-    const timeout = delay(10_000).then(() => null);
-    let text = "";
-    while (!text.includes("ready\n")) {
+  let text = "";
+  const decoder = new TextDecoder();
+  const readOutput = async (done: (text: string) => boolean, timeoutMs: number) => {
+    const timeout = delay(timeoutMs).then(() => null);
+    while (!done(text)) {
       const chunk = await Promise.race([reader.read(), timeout]);
-      if (chunk === null || chunk.done) throw new Error(`java ${name} did not print ready within 10 s`);
-      text += new TextDecoder().decode(chunk.value);
+      if (chunk === null || chunk.done) break;
+      text += decoder.decode(chunk.value, { stream: true });
     }
+    return text;
+  };
+  try {
+    await readOutput((output) => /^ready$/m.test(output), 10_000);
+    if (!/^ready$/m.test(text)) throw new Error(`java ${name} did not print ready within 10 s`);
     const found = findLibjvm(pid);
     if (found === null) throw new Error(`java ${name} (pid ${pid}) maps no libjvm.so`);
-    return { pid, child, ...found, [Symbol.asyncDispose]: stop };
+    return { pid, child, ...found, readOutput, [Symbol.asyncDispose]: stop };
   } catch (error) {
     await stop();
     throw error;

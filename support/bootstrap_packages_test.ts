@@ -52,6 +52,12 @@ const OPTIONAL: Record<string, string> = {
   lz4: "decompresses lz4 kernel images (none of Debian's); the error names the package.",
   lzop: "decompresses lzo kernel images (none of Debian's); the error names the package.",
   mmdebstrap: "`deno task fresh-machine` builds its Debian root with it; .ci/run installs it.",
+  java: "runs the HotSpot tests' workloads: the JDKs under /usr/lib/jvm (Debian 12's openjdk-17, " +
+    "Debian 13 has other releases); machines of this kind often have one. The HotSpot tests skip " +
+    "without a JDK, saying so.",
+  javac: "compiles the HotSpot tests' workloads (tests/workloads/java/); part of a JDK, as java.",
+  javap: "lists the class files' methods and line tables the HotSpot method test compares with; part of " +
+    "a JDK, as java.",
 };
 
 /** A program call whose program the source does not spell, read by a person: what it runs. */
@@ -64,6 +70,18 @@ interface ReviewedDynamicUse {
 }
 
 const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
+  {
+    file: /^lib\/interpreter\/hotspot\/(code_cache|java_method|vm_structs)_test\.ts$/,
+    expression: /^`\$\{jdk\.home\}\/bin\/jhsdb`$/,
+    runs: [],
+    why: "the JDK's own debugger (jhsdb, part of each JDK under /usr/lib/jvm that has it), the reference",
+  },
+  {
+    file: /^lib\/interpreter\/hotspot\/test_jvm\.ts$/,
+    expression: /^`\$\{options\.jdk\.home\}\/bin\/java`$/,
+    runs: ["java"],
+    why: "java of a JDK under /usr/lib/jvm, or the one on PATH",
+  },
   {
     file: /^kernels\/bzimage\.ts$/,
     expression: /^tool\.command$/,

@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16936, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16984, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,
@@ -123,6 +123,8 @@ export const BPF_MAPS = {
   },
   go_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 16, maxEntries: 4096 },
   go_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 272, maxEntries: 1 },
+  hotspot_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 120, maxEntries: 1024 },
+  hotspot_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 640, maxEntries: 1 },
   interpreter_offsets: { type: BpfMapType.Hash, keySize: 8, valueSize: 40, maxEntries: 4096 },
   kernel_names: { type: BpfMapType.Array, keySize: 4, valueSize: 8712, maxEntries: 1 },
   known_pids: { type: BpfMapType.Hash, keySize: 4, valueSize: 1, maxEntries: 32768 },
@@ -163,6 +165,7 @@ export const BPF_PROGRAMS = {
   on_process_fork: { section: "raw_tp/sched_process_fork", type: BpfProgramType.RawTracepoint },
   sample_cpu: { section: "perf_event", type: BpfProgramType.PerfEvent },
   unwind_go_labels: { section: "perf_event", type: BpfProgramType.PerfEvent },
+  unwind_hotspot: { section: "perf_event", type: BpfProgramType.PerfEvent },
   unwind_native: { section: "perf_event", type: BpfProgramType.PerfEvent },
   unwind_python: { section: "perf_event", type: BpfProgramType.PerfEvent },
   unwind_stop: { section: "perf_event", type: BpfProgramType.PerfEvent },

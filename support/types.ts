@@ -178,6 +178,33 @@ export const goProcInfoLayout = {
   pad: { offset: 15, size: 1, count: 1, elementSize: 1 }, // __u8[1]
 } as const;
 
+/** Layout of C `struct hotspot_code_heap` (24 bytes). */
+export const hotspotCodeHeapLayout = {
+  sizeof: 24,
+  low: { offset: 0, size: 8 }, // __u64
+  high: { offset: 8, size: 8 }, // __u64
+  segmap: { offset: 16, size: 8 }, // __u64
+} as const;
+
+/** Layout of C `struct hotspot_proc_info` (120 bytes). */
+export const hotspotProcInfoLayout = {
+  sizeof: 120,
+  heaps: { offset: 0, size: 96, count: 4, elementSize: 24 }, // struct hotspot_code_heap[4]
+  num_heaps: { offset: 96, size: 4 }, // __u32
+  blob_name: { offset: 100, size: 2 }, // __u16
+  blob_frame_size: { offset: 102, size: 2 }, // __u16
+  blob_frame_complete: { offset: 104, size: 2 }, // __u16
+  blob_code_begin: { offset: 106, size: 2 }, // __u16
+  nmethod_compile_id: { offset: 108, size: 2 }, // __u16
+  method_const_method: { offset: 110, size: 2 }, // __u16
+  const_method_size: { offset: 112, size: 2 }, // __u16
+  log2_segment_size: { offset: 114, size: 1 }, // __u8
+  heap_block_size: { offset: 115, size: 1 }, // __u8
+  blob_code_begin_is_offset: { offset: 116, size: 1 }, // __u8
+  blob_frame_complete_short: { offset: 117, size: 1 }, // __u8
+  pad: { offset: 118, size: 2, count: 2, elementSize: 1 }, // __u8[2]
+} as const;
+
 /** Layout of C `struct python_proc_info` (40 bytes). */
 export const pythonProcInfoLayout = {
   sizeof: 40,
@@ -467,6 +494,66 @@ export const GoLabelLayout = {
 /** One value of {@linkcode GoLabelLayout}. */
 export type GoLabelLayout = (typeof GoLabelLayout)[keyof typeof GoLabelLayout];
 
+/** Values of C `enum hotspot_frame_marker`. */
+export const HotspotFrameMarker = {
+  Hotspot: 5,
+} as const;
+/** One value of {@linkcode HotspotFrameMarker}. */
+export type HotspotFrameMarker = (typeof HotspotFrameMarker)[keyof typeof HotspotFrameMarker];
+
+/** Values of C `enum hotspot_unwind_program`. */
+export const HotspotUnwindProgram = {
+  Hotspot: 2,
+} as const;
+/** One value of {@linkcode HotspotUnwindProgram}. */
+export type HotspotUnwindProgram = (typeof HotspotUnwindProgram)[keyof typeof HotspotUnwindProgram];
+
+/** Values of C `enum hotspot_metric_id`. */
+export const HotspotMetricId = {
+  Frames: 45,
+  NoProcInfo: 46,
+  NoCodeBlob: 47,
+  BadFrame: 48,
+  ReadFailed: 49,
+  BadBci: 50,
+} as const;
+/** One value of {@linkcode HotspotMetricId}. */
+export type HotspotMetricId = (typeof HotspotMetricId)[keyof typeof HotspotMetricId];
+
+/** Values of C `enum hotspot_limits`. */
+export const HotspotLimits = {
+  ProcsMaxEntries: 1024,
+  MaxHeaps: 4,
+  SegmapHops: 16,
+  BlobBytes: 512,
+  MaxFrameBytes: 65536,
+} as const;
+/** One value of {@linkcode HotspotLimits}. */
+export type HotspotLimits = (typeof HotspotLimits)[keyof typeof HotspotLimits];
+
+/** Values of C `enum hotspot_frame_type`. */
+export const HotspotFrameType = {
+  FrameInterpreted: 1,
+  FrameCompiled: 2,
+  FrameNativeWrapper: 3,
+  FrameStub: 4,
+  FrameTypeMask: 7,
+  BciUnknown: 65535,
+  CookieShift: 32,
+  CookieMask: 2097151,
+} as const;
+/** One value of {@linkcode HotspotFrameType}. */
+export type HotspotFrameType = (typeof HotspotFrameType)[keyof typeof HotspotFrameType];
+
+/** Values of C `enum hotspot_interpreter_frame`. */
+export const HotspotInterpreterFrame = {
+  SenderSpSlot: 1,
+  MethodSlot: 3,
+  BcpSlot: 8,
+} as const;
+/** One value of {@linkcode HotspotInterpreterFrame}. */
+export type HotspotInterpreterFrame = (typeof HotspotInterpreterFrame)[keyof typeof HotspotInterpreterFrame];
+
 /** Values of C `enum python_frame_marker`. */
 export const PythonFrameMarker = {
   Python: 1,
@@ -581,5 +668,5 @@ export type V8DispatchTable = (typeof V8DispatchTable)[keyof typeof V8DispatchTa
 
 /** Offsets of the settings in the .rodata map (from the object's symbol table). */
 export const rodataOffsets = {
-  tracer_config: 16872,
+  tracer_config: 16920,
 } as const;

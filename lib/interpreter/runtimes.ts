@@ -19,6 +19,7 @@ import type { BpfMapName } from "../../support/bpf_catalogue.ts";
 import type { InterpreterType } from "./interpreter.ts";
 import type { Runtime } from "./runtime.ts";
 import { goRuntime } from "./go/runtime.ts";
+import { hotspotRuntime } from "./hotspot/runtime.ts";
 import { pythonRuntime } from "./python/runtime.ts";
 import { v8Runtime } from "./v8/runtime.ts";
 
@@ -27,6 +28,7 @@ export const RUNTIMES: readonly Runtime[] = [
   pythonRuntime,
   goRuntime,
   v8Runtime,
+  hotspotRuntime,
 ];
 
 /** The BPF unwinders of `runtimes`, for the tail-call table. */

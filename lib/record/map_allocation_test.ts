@@ -25,6 +25,6 @@ Deno.test("allocateOnDemand marks exactly the listed hash maps, and only on a ke
   }
   // The LPM trie always allocates on demand; the LRU maps and arrays are left as they are.
   assert.equal(object.map("reported_pids").flags & BPF_F_NO_PREALLOC, 0);
-  // Five shared maps, python_procs, go_procs and v8_procs, and the 16 delta buckets.
-  assert.equal(ON_DEMAND_MAPS.length, 8 + 16);
+  // Five shared maps, python_procs, go_procs, v8_procs and hotspot_procs, and the 16 delta buckets.
+  assert.equal(ON_DEMAND_MAPS.length, 9 + 16);
 });

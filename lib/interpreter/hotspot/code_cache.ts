@@ -22,7 +22,7 @@
  * @module
  */
 import type { RemoteMemory } from "../remote_memory.ts";
-import { type VmStructs, VmStructsError } from "./vm_structs.ts";
+import { VmNotReadyError, type VmStructs, VmStructsError } from "./vm_structs.ts";
 
 /** Most code heaps read (JDK 9+ has three with segmented code cache, one without). */
 const MAX_HEAPS = 8;
@@ -122,17 +122,20 @@ export interface CodeHeap {
 /**
  * The code heaps of the JVM (with `libjvm.so` at load bias `bias`), in the order the JVM lists them.
  *
+ * @throws {VmNotReadyError} while the JVM has not set them up.
  * @throws {VmStructsError} when the list or a heap is malformed.
  */
 export function readCodeHeaps(memory: RemoteMemory, layout: CodeCacheLayout, bias: number): CodeHeap[] {
   const array = memory.pointer(layout.heapsAddress + bias);
-  if (array === 0) throw new VmStructsError("CodeCache._heaps is NULL (has the JVM started?)");
+  if (array === 0) throw new VmNotReadyError("CodeCache._heaps is NULL (has the JVM started?)");
   const count = memory.i32(array + layout.growableLength);
+  if (count === 0) throw new VmNotReadyError("no code heaps yet");
   if (count < 1 || count > MAX_HEAPS) throw new VmStructsError(`${count} code heaps`);
   const data = memory.pointer(array + layout.growableData);
   const heaps: CodeHeap[] = [];
   for (let i = 0; i < count; i++) {
     const heap = memory.pointer(data + 8 * i);
+    if (heap === 0) throw new VmNotReadyError(`code heap ${i} is not there yet`);
     const low = memory.pointer(heap + layout.heapLow);
     const high = memory.pointer(heap + layout.heapHigh);
     const segmap = memory.pointer(heap + layout.heapSegmap);

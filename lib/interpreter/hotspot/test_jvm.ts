@@ -58,6 +58,29 @@ function readOrEmpty(path: string): string {
   }
 }
 
+/**
+ * Builds `tests/workloads/java/NAME.c` into `libNAME.so` beside the compiled classes (for
+ * `System.loadLibrary`), with the JNI headers of `jdk`; returns the directory.
+ */
+export async function buildJniLibrary(name: string, jdk: TestJdk): Promise<string> {
+  Deno.mkdirSync(CLASSES, { recursive: true });
+  const result = await new Deno.Command("gcc", {
+    args: [
+      "-shared",
+      "-fPIC",
+      "-O2",
+      `-I${jdk.home}/include`,
+      `-I${jdk.home}/include/linux`,
+      `${SOURCES}${name}.c`,
+      "-o",
+      `${CLASSES}lib${name}.so`,
+    ],
+    stderr: "piped",
+  }).output();
+  if (!result.success) throw new Error(`gcc ${name}: ${new TextDecoder().decode(result.stderr)}`);
+  return CLASSES;
+}
+
 /** A running JVM of a test, and where its `libjvm.so` is. */
 export interface TestJvm extends AsyncDisposable {
   pid: Pid;

@@ -127,6 +127,17 @@ export class VmStructsError extends Error {
   }
 }
 
+/**
+ * The JVM has not filled the tables, or what they lead to, yet (it is starting): try again later. A
+ * {@linkcode VmStructsError} of another kind is permanent for the file.
+ */
+export class VmNotReadyError extends VmStructsError {
+  constructor(message: string) {
+    super(message);
+    this.name = "VmNotReadyError";
+  }
+}
+
 /** The introspection tables of one `libjvm.so`. */
 export class VmStructs {
   readonly #fields: Map<string, Map<string, VmField>>;
@@ -190,6 +201,7 @@ export class VmStructs {
       }
       return new VmStructs(fields, sizes, superclasses, intConstants, longConstants);
     } catch (error) {
+      if (error instanceof RemoteMemoryError && error.failure === "gone") throw error;
       if (error instanceof RemoteMemoryError) throw new VmStructsError(error.message);
       throw error;
     }
@@ -316,8 +328,9 @@ function* readTable<Column extends string>(
 ): Generator<Entry<Column>> {
   const at = (name: string) => symbols.get(name)! + bias;
   const stride = memory.u64(at(layout.stride));
+  if (stride === 0) throw new VmNotReadyError(`${layout.stride} is 0 (has the JVM started?)`);
   if (stride < 8 || stride > MAX_STRIDE || stride % 4 !== 0) {
-    throw new VmStructsError(`${layout.stride} is ${stride} (has the JVM started?)`);
+    throw new VmStructsError(`${layout.stride} is ${stride}`);
   }
   const columns = {} as Record<Column, number>;
   for (const [column, symbol] of Object.entries(layout.columns) as [Column, string][]) {

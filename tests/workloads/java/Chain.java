@@ -1,6 +1,6 @@
 // Test workload for the HotSpot tests: main prints `ready` (the JVM has started), then calls a, a b, b c,
 // which burns the CPU until the process has used SECONDS of CPU time (all its threads), then prints
-// `cpu_seconds=S`. Usage: java -cp DIR Chain SECONDS
+// `cpu_seconds=S`. Lines the tests look for are marked `// @line NAME`. Usage: java -cp DIR Chain SECONDS
 import java.lang.management.ManagementFactory;
 
 public class Chain {
@@ -12,7 +12,7 @@ public class Chain {
         return os.getProcessCpuTime() / 1e9;
     }
 
-    static void c(double end) {
+    static void c(double end) { // @line c_first
         long x = 1;
         while (true) {
             for (int i = 0; i < 2_000_000; i++) {
@@ -23,15 +23,15 @@ public class Chain {
                 return;
             }
         }
-    }
+    } // @line c_last
 
     static void b(double end) {
-        c(end);
+        c(end); // @line b
         sink++;
     }
 
     static void a(double end) {
-        b(end);
+        b(end); // @line a
         sink++;
     }
 
@@ -39,7 +39,7 @@ public class Chain {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 5;
         System.out.println("ready");
         System.out.flush();
-        a(seconds);
+        a(seconds); // @line main
         System.out.printf("cpu_seconds=%.3f%n", cpuSeconds());
     }
 }

@@ -1,7 +1,8 @@
 // Test workload for the HotSpot tests: c calls mix, mix calls step, each small enough that C1 and C2 inline
 // them into c; step calls leaf, which the tests keep from being inlined
 // (-XX:CompileCommand=dontinline,Inline::leaf), so that the code of c has calls inside inlined methods.
-// main prints `ready` (the JVM has started), then runs c until killed. Usage: java -cp DIR Inline
+// main prints `ready` (the JVM has started), then runs c until killed. Lines the tests look for are marked
+// `// @line NAME`. Usage: java -cp DIR Inline
 public class Inline {
     static long sink;
 
@@ -10,17 +11,17 @@ public class Inline {
     }
 
     static long step(long x) {
-        return leaf(x) + 1442695040888963407L;
+        return leaf(x) + 1442695040888963407L; // @line step
     }
 
     static long mix(long x) {
-        return step(x) ^ (x >>> 7);
+        return step(x) ^ (x >>> 7); // @line mix
     }
 
     static void c(long n) {
         long x = 1;
         for (long i = 0; i < n; i++) {
-            x = mix(x);
+            x = mix(x); // @line c
         }
         sink += x;
     }
@@ -29,7 +30,7 @@ public class Inline {
         System.out.println("ready");
         System.out.flush();
         while (true) {
-            c(100_000_000L);
+            c(100_000_000L); // @line main
         }
     }
 }

@@ -16,6 +16,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { hasTool } from "../../lib/testing/commands.ts";
 import { DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "../helpers.ts";
 import { onlineCpus } from "../../lib/sys/cpus.ts";
 import { statFields } from "../../lib/process/proc_stat.ts";
@@ -46,7 +47,7 @@ import {
 } from "./short_lived.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--rounds N] [--workload chain|deep|python|node|build|storm] [--no-tables]
+                       [--rounds N] [--workload chain|deep|python|node|java|build|storm] [--no-tables]
                        [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
@@ -63,17 +64,18 @@ of median CPU time, and every round's CPU is listed under it.
   --tools LIST         comma-separated subset of: ${PEERS.map((peer) => peer.key).join(",")}
   --workload NAME      chain (main;a;b;c, default) or deep (a 30-frame native stack), both built with
                        frame pointers so that every tool can unwind them; or python (a 20-frame Python
-                       stack run by python3) or node (a 20-frame JavaScript stack run by node without
-                       flags), which only omniprof names; or one of short-lived
+                       stack run by python3), node (a 20-frame JavaScript stack run by node without
+                       flags) or java (a 19-frame Java stack run by java without flags), which only
+                       omniprof names; or one of short-lived
                        processes, where each tool starts the workload itself and the table gives the
                        share of samples with a named leaf and a complete stack, and the profiler's CPU
                        per 1,000 process starts: build (make -j2 of a generated 44-file C project,
                        cc1's samples) or storm (bash starting /bin/true for --duration seconds, true's
                        samples). These two run omniprof, perf (-g), perf-a (-a -g) and perf-dwarf (--call-graph dwarf)
                        once each, at 499 Hz unless --frequency says otherwise
-  --no-python          skip the section that runs omniprof on a 30-frame native, a 20-frame Python and a
-                       20-frame JavaScript stack (BPF ns per sample and host CPU per 1,000 samples, side
-                       by side)
+  --no-python          skip the section that runs omniprof on a 30-frame native, a 20-frame Python, a
+                       20-frame JavaScript and a 19-frame Java stack (BPF ns per sample and host CPU per
+                       1,000 samples, side by side)
   --no-tables          skip the unwind-table section (.eh_frame extraction vs readelf -wF, BPF memory
                        per executable)
 `;
@@ -94,6 +96,11 @@ const WORKLOADS = {
     source: "deep.js",
     comm: "node_bench",
     chain: ["main", ...Array(17).fill("level"), "burn"],
+  },
+  java: {
+    source: "java/Deep.java",
+    comm: "java_bench",
+    chain: ["Deep.main", ...Array(17).fill("Deep.level"), "Deep.burn"],
   },
 } as const;
 
@@ -156,7 +163,7 @@ function parseOptions(argv: string[]): Options | string {
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")} (use ${known.join(",")})`;
   if (shortLived !== null && values.rounds !== undefined) return `--rounds: not with --workload ${workload}`;
   if (shortLived === null && !Object.hasOwn(WORKLOADS, workload)) {
-    return `--workload ${workload}: use chain, deep, python, node, build or storm`;
+    return `--workload ${workload}: use chain, deep, python, node, java, build or storm`;
   }
   return {
     workload: shortLived === null ? WORKLOADS[workload as keyof typeof WORKLOADS] : WORKLOADS.chain,
@@ -217,6 +224,30 @@ async function firstLine(program: string, args: string[]): Promise<string> {
 
 async function compileWorkload(dir: string, workload: Options["workload"]): Promise<string> {
   const path = `${dir}/${workload.comm}`;
+  if (workload.source.endsWith(".java")) {
+    // A script that runs java through a link named as the workload: the thread name then says which
+    // threads are the workload's, as for the others (the JVM names its own threads).
+    const result = await new Deno.Command("javac", {
+      args: ["-d", dir, `${REPO_ROOT}tests/workloads/${workload.source}`],
+      stderr: "piped",
+    }).output();
+    if (!result.success) throw new Error(`javac: ${new TextDecoder().decode(result.stderr)}`);
+    const java = hasTool("java") ? Deno.realPathSync(javaOnPath()) : null;
+    if (java === null) throw new Error("java is not on PATH");
+    const link = `${dir}/bin/${workload.comm}`;
+    Deno.mkdirSync(`${dir}/bin`, { recursive: true });
+    // The same workload may be made twice in one run (the main table's, then the interpreter section's).
+    try {
+      Deno.removeSync(link);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+    Deno.symlinkSync(java, link);
+    const main = workload.source.slice(workload.source.lastIndexOf("/") + 1, -".java".length);
+    Deno.writeTextFileSync(path, `#!/bin/sh\nexec "${link}" -cp "${dir}" ${main} "$@"\n`);
+    Deno.chmodSync(path, 0o755);
+    return path;
+  }
   if (workload.source.endsWith(".py") || workload.source.endsWith(".js")) {
     // Run through its #! line, the executable's name becomes the thread name, as for the C workloads.
     Deno.copyFileSync(`${REPO_ROOT}tests/workloads/${workload.source}`, path);
@@ -229,6 +260,18 @@ async function compileWorkload(dir: string, workload: Options["workload"]): Prom
   }).output();
   if (!output.success) throw new Error(`gcc: ${new TextDecoder().decode(output.stderr)}`);
   return path;
+}
+
+/** The path of `java` on PATH (hasTool("java") said there is one). */
+function javaOnPath(): string {
+  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
+    try {
+      if (Deno.statSync(`${dir}/java`).isFile) return `${dir}/java`;
+    } catch {
+      // not here
+    }
+  }
+  throw new Error("java is not on PATH");
 }
 
 function sleep(ms: number): Promise<void> {
@@ -251,6 +294,8 @@ function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
         ? `${workload} (20 Python frames under python3's native ones)`
         : workload === WORKLOADS.node.source
         ? `${workload} (20 JavaScript frames under node's native ones)`
+        : workload === WORKLOADS.java.source
+        ? `${workload} (19 Java frames under the JVM's native ones)`
         : `${workload} (30 native frames)`,
       String(samples),
       row.completeShare === null ? "-" : `${(row.completeShare * 100).toFixed(1)}%`,
@@ -260,7 +305,8 @@ function formatInterpreterRows(rows: readonly InterpreterRow[]): string {
     ];
   });
   return `${alignColumns([header, ...lines])}
-(CPU includes the same fixed start-up for each; the differences are what Python and JavaScript frames cost)`;
+(CPU includes the same fixed start-up for each; the differences are what Python, JavaScript and Java frames
+cost)`;
 }
 
 /**
@@ -359,6 +405,8 @@ async function main(argv: string[]): Promise<number> {
           ? "python3"
           : options.workload.source.endsWith(".js")
           ? "node"
+          : options.workload.source.endsWith(".java")
+          ? "java"
           : "-O2 -fno-omit-frame-pointer"
       }) as ${options.workload.comm}`,
     versions: {
@@ -421,7 +469,11 @@ async function main(argv: string[]): Promise<number> {
     }
     const omniprof = PEERS.find((peer) => peer.key === "omniprof");
     if (options.python && omniprof !== undefined && !missing.has("omniprof")) {
-      for (const spec of [WORKLOADS.deep, WORKLOADS.python, WORKLOADS.node]) {
+      for (const spec of [WORKLOADS.deep, WORKLOADS.python, WORKLOADS.node, WORKLOADS.java]) {
+        if (spec === WORKLOADS.java && !hasTool("java")) {
+          console.log("omniprof on java/Deep.java: skipped, no java on PATH");
+          continue;
+        }
         console.log(`omniprof on ${spec.source}:`);
         const path = await compileWorkload(dir, spec);
         pythonRows.push({

@@ -8,13 +8,14 @@ import type { Profile } from "../lib/profile/profile.ts";
 import { optional, programs, requiring } from "../lib/testing/requirements.ts";
 import {
   buildJniLibrary,
+  compileJava,
   installedJdks,
   startJvm,
   type TestJdk,
 } from "../lib/interpreter/hotspot/test_jvm.ts";
 import { REPO_ROOT, tempDir, tracing } from "./helpers.ts";
 import { cpuBetween, recordWatchingCpu } from "./recording_window.ts";
-import { assertSampleCount } from "./sample_bounds.ts";
+import { assertSampleCount, reportedLost } from "./sample_bounds.ts";
 
 const SOURCES = `${REPO_ROOT}tests/workloads/java/`;
 
@@ -219,6 +220,43 @@ function jniTest(jdk: TestJdk): () => Promise<void> {
   };
 }
 
+function startupTest(jdk: TestJdk): () => Promise<void> {
+  return async () => {
+    const classes = await compileJava("Chain");
+    const dir = tempDir();
+    try {
+      // From the JVM's first instruction: its samples count while its tables are not set up yet too.
+      const out = `${dir}/startup.pb.gz`;
+      const { result, childrenCpu, steal } = await recordWatchingCpu(
+        ["record", "-o", out, "--", `${jdk.home}/bin/java`, "-cp", classes, "Chain", "3"],
+        [],
+      );
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(reportedLost(result.stderr), 0, result.stderr);
+      const profile = decodePprof(Deno.readFileSync(out));
+      const pids = new Set(profile.samples.map((sample) => sample.pid));
+      assert.equal(pids.size, 1, "one JVM");
+      const samples = samplesOf(profile, [...pids][0]!);
+      const total = samples.reduce((sum, sample) => sum + sample.count, 0);
+      assertSampleCount(total, childrenCpu, 99, steal, "the JVM from its start", 0);
+      const main = threadOf(samples, "Chain.main");
+      const chain = ["Chain.main", "Chain.a", "Chain.b", "Chain.c"];
+      const shown = main.samples.filter((s) => chainAt(s.frames, chain) >= 0).reduce(
+        (n, s) => n + s.count,
+        0,
+      );
+      console.log(
+        `JDK ${jdk.release}: ${total} samples from the JVM's start, none lost; ${shown}/${main.total} of the ` +
+          "main thread's show main;a;b;c",
+      );
+      // The chain burns 3 s of CPU: most of the main thread's samples, whatever the start-up took.
+      assert.ok(shown >= 0.5 * main.total, `${shown}/${main.total} with the chain`);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  };
+}
+
 const jdks = installedJdks();
 for (const jdk of jdks) {
   Deno.test(requiring([tracing()], {
@@ -229,6 +267,10 @@ for (const jdk of jdks) {
   Deno.test(requiring([tracing()], {
     name: `record -p of a JDK ${jdk.release} JVM shows the calls C2 inlined, at their lines`,
     fn: inlinedTest(jdk),
+  }));
+  Deno.test(requiring([tracing()], {
+    name: `record -- java of a JDK ${jdk.release} JVM counts every sample from its start, none lost`,
+    fn: startupTest(jdk),
   }));
   Deno.test(requiring([tracing(), programs("gcc")], {
     name: `record -p of a JDK ${jdk.release} JVM shows Java calling C calling Java back, in order`,
@@ -241,6 +283,7 @@ if (jdks.length === 0) {
       "shows its main thread's main;a;b;c",
       "shows the calls C2 inlined",
       "shows Java calling C calling Java back",
+      "counts every sample from its start, none lost",
     ]
   ) {
     Deno.test(requiring([optional("no JDK with java and jhsdb under /usr/lib/jvm")], {

@@ -19,12 +19,14 @@
  *
  * @module
  */
+import { createHash } from "node:crypto";
 import { parseToolArgs } from "../support/tool_args.ts";
 import { findKernel, kernelDir, type KernelImage, missingKernelMessage } from "./kernel_cache.ts";
 import { buildWorkload, REPO_ROOT } from "../tests/helpers.ts";
 import { ConsoleParser, type GuestReport, type GuestTest, reportFailure } from "./console_markers.ts";
 import { baseFiles, buildInitramfs, findLibrary, type GuestFile, type Initramfs } from "./guest_initramfs.ts";
 import { chainScript } from "../lib/interpreter/python/test_processes.ts";
+import { compileJava, installedJdks } from "../lib/interpreter/hotspot/test_jvm.ts";
 import { isFile } from "../lib/sys/files.ts";
 
 const WORK_DIR = `${REPO_ROOT}.build/test-kernel/`;
@@ -149,6 +151,67 @@ function guestNode(): { executable: string; files: GuestFile[] } | null {
   return { executable, files };
 }
 
+/** Where the guest's Java runtime lies in its root. */
+const GUEST_JRE = "/opt/jre";
+
+/**
+ * A small Java runtime for the guest's HotSpot check, made with the oldest installed JDK's jlink (the
+ * modules the workload needs, no debug symbols: some 46 MB, where a JDK is hundreds), the chain workload's
+ * class, and the binaries whose libraries the guest needs; or null without a JDK (the check then skips).
+ * The runtime is kept under .build/test-kernel/ and made again when the JDK changes.
+ */
+async function guestJvm(): Promise<{ binaries: string[]; files: GuestFile[] } | null> {
+  const jdk = installedJdks()[0];
+  if (jdk === undefined) return null;
+  const release = Deno.readTextFileSync(`${jdk.home}/release`);
+  const jre = `${WORK_DIR}jre-${
+    createHash("sha256").update(`${jdk.home}\n${release}`).digest("hex").slice(0, 12)
+  }`;
+  try {
+    Deno.statSync(`${jre}/bin/java`);
+  } catch {
+    Deno.mkdirSync(WORK_DIR, { recursive: true });
+    // jlink refuses an output folder that exists: one left by an interrupted run goes.
+    try {
+      Deno.removeSync(jre, { recursive: true });
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+    await run(`${jdk.home}/bin/jlink`, [
+      "--add-modules",
+      "java.base,java.management,jdk.management",
+      "--strip-debug",
+      "--no-header-files",
+      "--no-man-pages",
+      "--output",
+      jre,
+    ]);
+  }
+  const files: GuestFile[] = [];
+  const binaries: string[] = [];
+  const walk = (dir: string, into: string) => {
+    for (const entry of Deno.readDirSync(dir)) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) walk(path, `${into}/${entry.name}`);
+      else if (entry.isFile) {
+        const mode = Deno.statSync(path).mode! & 0o777;
+        files.push({ path: `${into}/${entry.name}`, data: Deno.readFileSync(path), mode });
+      }
+    }
+  };
+  walk(jre, GUEST_JRE);
+  // The system libraries the runtime needs are libjvm.so's (java needs only libc, and the runtime's own
+  // libraries find each other through $ORIGIN).
+  binaries.push(`${jre}/lib/server/libjvm.so`);
+  const classes = await compileJava("Chain");
+  files.push({
+    path: "/omniprof/workloads/java/Chain.class",
+    data: Deno.readFileSync(`${classes}Chain.class`),
+    mode: 0o644,
+  });
+  return { binaries, files };
+}
+
 /** Builds the bundles, the workloads and the initramfs for a run. */
 export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs> {
   const runDir = Deno.makeTempDirSync({ prefix: "omniprof-test-kernel-" });
@@ -181,10 +244,12 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
     const libbpf = await findLibrary("libbpf.so.1");
     const python = guestPython();
     const node = guestNode();
+    const jvm = await guestJvm();
     const base = await baseFiles([libbpf], [
       chain,
       ...(python ? [python.executable] : []),
       ...(node ? [node.executable] : []),
+      ...(jvm?.binaries ?? []),
     ]);
     const suiteArgs = options.only.length > 0 ? ["--only", options.only.join(",")] : [];
     return await buildInitramfs(WORK_DIR, base, {
@@ -199,6 +264,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
         { path: "/omniprof/workloads/chain", data: Deno.readFileSync(chain), mode: 0o755 },
         ...(python?.files ?? []),
         ...(node?.files ?? []),
+        ...(jvm?.files ?? []),
       ],
     });
   } finally {

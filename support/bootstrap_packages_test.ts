@@ -56,6 +56,8 @@ const OPTIONAL: Record<string, string> = {
     "Debian 13 has other releases); machines of this kind often have one. The HotSpot tests skip " +
     "without a JDK, saying so.",
   javac: "compiles the HotSpot tests' workloads (tests/workloads/java/); part of a JDK, as java.",
+  "/opt/jre/bin/java": "the qemu guest's Java runtime, made with the host JDK's jlink " +
+    "(kernels/test_kernel.ts); the guest's JVM check skips without it, saying so.",
   javap: "lists the class files' methods and line tables the HotSpot method test compares with; part of " +
     "a JDK, as java.",
 };
@@ -75,6 +77,12 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
     expression: /^`\$\{jdk\.home\}\/bin\/jhsdb`$/,
     runs: [],
     why: "the JDK's own debugger (jhsdb, part of each JDK under /usr/lib/jvm that has it), the reference",
+  },
+  {
+    file: /^kernels\/test_kernel\.ts$/,
+    expression: /^`\$\{jdk\.home\}\/bin\/jlink`$/,
+    runs: [],
+    why: "jlink of a JDK under /usr/lib/jvm, which makes the qemu guest's small Java runtime",
   },
   {
     file: /^lib\/interpreter\/hotspot\/test_jvm\.ts$/,

@@ -591,6 +591,65 @@ const recordNode: GuestCheck = {
   },
 };
 
+/**
+ * `record -p` on a JVM running Chain (main -> a -> b -> c): the native unwinder hands the code cache to the
+ * HotSpot unwinder, which must load, be tail-called and walk interpreted and compiled frames on this
+ * kernel; the host reads the JVM's tables and names methods from its memory. The runtime is a jlink image
+ * of the host's JDK (kernels/test_kernel.ts).
+ */
+const recordJava: GuestCheck = {
+  name: "record-java",
+  async run(context) {
+    const java = "/opt/jre/bin/java";
+    try {
+      Deno.statSync(java);
+    } catch {
+      throw new CheckSkipped("the image has no Java runtime (the host had no JDK)");
+    }
+    const folded = "/tmp/omniprof-java.folded";
+    const stats = "/tmp/omniprof-java.json";
+    const workload = new Deno.Command(java, {
+      args: ["-Xmx64m", "-cp", `${context.workloads}/java`, "Chain", "600"],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    // Chain prints "ready" from main, once the JVM has started; under emulation its first calls of c take a
+    // moment more.
+    const ready = async () => {
+      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let printed = "";
+      while (!printed.includes("ready")) {
+        const { value, done } = await reader.read();
+        if (done) throw new CheckFailure(`${java} exited before it was ready`);
+        printed += value;
+      }
+      reader.releaseLock();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    };
+    const run = await recordRunning(context, workload, ready, folded, stats, "pid", 3);
+    // The main thread keeps the launcher's name; the JVM names its own threads.
+    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "java");
+    const total = countWhere(stacks, () => true);
+    const chain = ["Chain.main", "Chain.a", "Chain.b", "Chain.c"];
+    const complete = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as { bpf: Record<string, number> };
+    const hotspotCounters = Object.fromEntries(
+      Object.entries(counters.bpf).filter(([key]) => key.startsWith("Hotspot")),
+    );
+    const details = [
+      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10).map((s) =>
+        `${s.count} ${s.frames.join(";")}`
+      ),
+      `HotSpot counters: ${JSON.stringify(hotspotCounters)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+    ];
+    expect(total >= 20, `only ${total} samples of the JVM's main thread in 3 s`, details);
+    expect(complete / total >= 0.9, `${complete}/${total} samples show ${chain.join(";")}`, details);
+    return `java: ${complete}/${total} samples of the main thread show ${chain.join(";")} ` +
+      `(${(100 * complete / total).toFixed(0)}%), ${counters.bpf.HotspotFrames} HotSpot frames from BPF`;
+  },
+};
+
 /** Every check, in the order the suite runs them. */
 export function guestChecks(context: SuiteContext): GuestCheck[] {
   return [
@@ -608,5 +667,6 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     recordSystem,
     recordPython,
     recordNode,
+    recordJava,
   ];
 }

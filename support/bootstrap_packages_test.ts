@@ -73,7 +73,7 @@ interface ReviewedDynamicUse {
 
 const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   {
-    file: /^lib\/interpreter\/hotspot\/(code_cache|java_method|vm_structs)_test\.ts$/,
+    file: /^lib\/interpreter\/hotspot\/test_jvm\.ts$/,
     expression: /^`\$\{jdk\.home\}\/bin\/jhsdb`$/,
     runs: [],
     why: "the JDK's own debugger (jhsdb, part of each JDK under /usr/lib/jvm that has it), the reference",

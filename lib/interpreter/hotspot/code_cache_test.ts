@@ -6,7 +6,7 @@ import { RemoteMemory } from "../remote_memory.ts";
 import { codeBlobsOf, codeCacheLayout, findCodeBlob, readCodeBlob, readCodeHeaps } from "./code_cache.ts";
 import { readJdkVersion } from "./jdk_version.ts";
 import { javaMethodLayout, readJavaMethod } from "./java_method.ts";
-import { installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
+import { clhsdb, installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
 import { VmStructs, vmStructsSymbols } from "./vm_structs.ts";
 
 /** Most compiled methods compared with the debugger (each `findpc` takes it a few milliseconds). */
@@ -14,18 +14,7 @@ const COMPARED = 60;
 
 /** What the JDK's debugger says of the code at each of `pcs`: `findpc ADDRESS`, one line each. */
 async function findpc(jdk: TestJdk, pid: number, pcs: number[]): Promise<string[]> {
-  const child = new Deno.Command(`${jdk.home}/bin/jhsdb`, {
-    args: ["clhsdb", "--pid", String(pid)],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(
-    new TextEncoder().encode(`${pcs.map((pc) => `findpc 0x${pc.toString(16)}\n`).join("")}quit\n`),
-  );
-  await writer.close();
-  const text = new TextDecoder().decode((await child.output()).stdout);
+  const text = await clhsdb(jdk, pid, pcs.map((pc) => `findpc 0x${pc.toString(16)}`));
   return text.split("\n").filter((line) => line.includes("Address 0x"));
 }
 

@@ -4,7 +4,7 @@ import { optional, programs, requiring } from "../../testing/requirements.ts";
 import { RemoteMemory } from "../remote_memory.ts";
 import { readJdkVersion } from "./jdk_version.ts";
 import { javaMethodLayout, lineAt, readJavaMethod } from "./java_method.ts";
-import { compileJava, installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
+import { clhsdb, compileJava, installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
 import { VmStructs, vmStructsSymbols } from "./vm_structs.ts";
 
 /** A method as `javap -l -s -p` lists it: name, descriptor and LineNumberTable (in the file's order). */
@@ -40,16 +40,7 @@ async function javap(classes: string, name: string): Promise<{ sourceFile: strin
 
 /** The address of class `name`'s InstanceKlass in `pid`, as the JDK's debugger finds it. */
 async function klassAddress(jdk: TestJdk, pid: number, name: string): Promise<number> {
-  const child = new Deno.Command(`${jdk.home}/bin/jhsdb`, {
-    args: ["clhsdb", "--pid", String(pid)],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(`class ${name}\nquit\n`));
-  await writer.close();
-  const text = new TextDecoder().decode((await child.output()).stdout);
+  const text = await clhsdb(jdk, pid, [`class ${name}`]);
   const found = new RegExp(`${name} @(0x[0-9a-f]+)`).exec(text);
   assert.ok(found, text);
   return Number(found[1]);

@@ -81,6 +81,23 @@ export async function buildJniLibrary(name: string, jdk: TestJdk): Promise<strin
   return CLASSES;
 }
 
+/**
+ * Runs `commands` (one a line) in the JDK's own debugger, `jhsdb clhsdb`, attached to `pid` (which it stops
+ * while attached); returns what it printed.
+ */
+export async function clhsdb(jdk: TestJdk, pid: number, commands: string[]): Promise<string> {
+  const child = new Deno.Command(`${jdk.home}/bin/jhsdb`, {
+    args: ["clhsdb", "--pid", String(pid)],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(`${[...commands, "quit"].join("\n")}\n`));
+  await writer.close();
+  return new TextDecoder().decode((await child.output()).stdout);
+}
+
 /** A running JVM of a test, and where its `libjvm.so` is. */
 export interface TestJvm extends AsyncDisposable {
   pid: Pid;

@@ -3,7 +3,7 @@ import { ElfFile } from "../../elf/elf_file.ts";
 import { optional, programs, requiring } from "../../testing/requirements.ts";
 import { RemoteMemory } from "../remote_memory.ts";
 import { asPid } from "../../types.ts";
-import { installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
+import { clhsdb, installedJdks, startJvm, type TestJdk } from "./test_jvm.ts";
 import {
   MAX_ENTRIES,
   VmStructs,
@@ -23,17 +23,7 @@ interface Dump {
  * `type NAME SUPERCLASS OOP? INTEGER? UNSIGNED? SIZE` and `field TYPE NAME TYPESTRING STATIC? OFFSET ADDRESS`.
  */
 async function vmStructsDump(jdk: TestJdk, pid: number): Promise<Dump> {
-  const child = new Deno.Command(`${jdk.home}/bin/jhsdb`, {
-    args: ["clhsdb", "--pid", String(pid)],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode("vmstructsdump\nquit\n"));
-  await writer.close();
-  const output = await child.output();
-  const text = new TextDecoder().decode(output.stdout);
+  const text = await clhsdb(jdk, pid, ["vmstructsdump"]);
   const sizes = new Map<string, number>();
   const fields = new Map<string, { typeString: string | null; offset: number }>();
   for (const raw of text.split("\n")) {

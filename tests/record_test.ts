@@ -36,6 +36,11 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** The values of every `KEY=VALUE` line the workloads printed (one per process). */
+function reportedValues(stdout: string, key: string): number[] {
+  return [...stdout.matchAll(new RegExp(`^${key}=([\\d.]+)$`, "gm"))].map((m) => Number(m[1]));
+}
+
 Deno.test(
   tracingTest("record -p PID shows main;a;b;c in at least 95% of the workload's samples", async () => {
     const chain = await buildWorkload("chain", FP_FLAGS, "-fp");
@@ -209,10 +214,8 @@ Deno.test(
       // Each process prints the CPU time it used, and how much of it ran in main: their samples must add
       // up to all of it, and those in main name it. The rest (the exec call, the dynamic loader, exit) is
       // a few percent of a 20 ms process, and no sample of it can have main on its stack.
-      const reported = (key: string) =>
-        [...result.stdout.matchAll(new RegExp(`^${key}=([\\d.]+)$`, "gm"))].map((m) => Number(m[1]));
-      const reports = reported("cpu_seconds");
-      const inMain = reported("main_cpu_seconds");
+      const reports = reportedValues(result.stdout, "cpu_seconds");
+      const inMain = reportedValues(result.stdout, "main_cpu_seconds");
       assert.equal(reports.length, 200, "every process ran");
       assert.equal(inMain.length, 200, "every process said how long it ran in main");
       const cpu = reports.reduce((sum, seconds) => sum + seconds, 0);
@@ -274,9 +277,12 @@ Deno.test(
       const result = await runCli(["record", "-F", "499", "-o", output, "--", "sh", "-c", script]);
       assert.equal(result.code, 0, result.stderr);
       const stacks = parseFolded(Deno.readTextFileSync(output)).filter((s) => s.comm === "stripped_sl");
-      const reports = [...result.stdout.matchAll(/^cpu_seconds=([\d.]+)$/gm)].map((m) => Number(m[1]));
+      const reports = reportedValues(result.stdout, "cpu_seconds");
+      const inMain = reportedValues(result.stdout, "main_cpu_seconds");
       assert.equal(reports.length, 1000, "every process ran");
+      assert.equal(inMain.length, 1000, "every process said how long it ran in main");
       const cpu = reports.reduce((sum, seconds) => sum + seconds, 0);
+      const mainShare = inMain.reduce((sum, seconds) => sum + seconds, 0) / cpu;
       const total = countWhere(stacks, () => true);
       assertSampleCount(total, cpu, 499, steal.fraction(), "stripped short-lived");
       // Every user leaf in the binary is named after the start of the function it is in, where an FDE says.
@@ -286,15 +292,24 @@ Deno.test(
       const unnamed = stacks.filter((_, i) => /^(\[unknown\]|0x)/.test(leaves[i]!) || leaves[i] === "");
       const named = total - countWhere(unnamed, () => true);
       const inWork = countWhere(stacks, (stack) => stack.frames.includes(work));
+      // main runs the work function and nothing else: the samples in it are a binomial count of all of
+      // them, with the share of their CPU time the processes spent in main (about half of a 2 ms process:
+      // the rest is exec, the dynamic loader and exit). Four standard deviations below is not chance.
+      const expected = mainShare * total;
+      const floor = expected - 4 * Math.sqrt(total * mainShare * (1 - mainShare));
       console.log(
-        `stripped short-lived: ${named}/${total} samples with a named leaf, ${inWork} in ${work}; ` +
-          `other names of the binary's leaves: ${[...others].join(" ") || "none"}`,
+        `stripped short-lived: ${named}/${total} samples with a named leaf, ${inWork} in ${work} ` +
+          `(${expected.toFixed(0)} expected from ${
+            (100 * mainShare).toFixed(1)
+          }% of their CPU time in main, ` +
+          `at least ${floor.toFixed(0)}); other names of the binary's leaves: ${
+            [...others].join(" ") || "none"
+          }`,
       );
       assert.ok(inBinary.length > 0, "leaves in the binary");
       assert.deepEqual([...others], []);
       assert.ok(named / total >= 0.95, `${named}/${total}`);
-      // Most of their CPU time is in it, the rest in starting (the loader) and exiting.
-      assert.ok(inWork / total >= 0.5, `${inWork}/${total}`);
+      assert.ok(inWork >= floor, `${inWork}/${total} in ${work}, at least ${floor.toFixed(0)}`);
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }

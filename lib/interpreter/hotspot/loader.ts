@@ -6,7 +6,7 @@
  * and the process's code cache, anonymous memory, goes to the HotSpot unwinder through the runtime's
  * `jitCode`.
  *
- * A file without the symbols costs one lookup in its dynamic symbol table.
+ * A file without the symbols costs a few lookups in its dynamic symbol table's hash.
  *
  * @example
  * ```ts ignore

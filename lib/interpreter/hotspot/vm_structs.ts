@@ -28,6 +28,7 @@
  * @module
  */
 import type { ElfFile } from "../../elf/elf_file.ts";
+import { findDynamicSymbol } from "../dynamic_symbol_lookup.ts";
 import { findElfSymbols } from "../elf_symbols.ts";
 import { type RemoteMemory, RemoteMemoryError } from "../remote_memory.ts";
 
@@ -99,6 +100,10 @@ export type VmStructsSymbols = ReadonlyMap<string, number>;
  * @throws {VmStructsError} when it exports some but not all of them.
  */
 export function vmStructsSymbols(elf: ElfFile): VmStructsSymbols | null {
+  // Every file a process maps is asked: the dynamic symbol hash rejects one without the tables after a
+  // few small reads, where scanning the symbol tables costs tens of milliseconds for a large binary (54
+  // ms for node). libjvm.so exports the tables, so a file that has them has them in the hash.
+  if (SYMBOL_NAMES.every((name) => findDynamicSymbol(elf, name) === null)) return null;
   const found = findElfSymbols(elf, SYMBOL_NAMES);
   if (found.size === 0) return null;
   const missing = SYMBOL_NAMES.filter((name) => !found.has(name));

@@ -6,6 +6,12 @@
  * - `sample_type` is `[samples/count, cpu/nanoseconds]`; each sample's values are
  *   `[count, count * period]`. `period_type` is `cpu/nanoseconds` and `period` the sampling period in ns
  *   (rounded to an integer).
+ * - A profile recorded with off-CPU time (`Profile.offCpu`, or any sample with `offCpuNs`) has a third sample type, `off_cpu/nanoseconds`:
+ *   a CPU sample's values are `[count, count * period, 0]`, an off-CPU sample's `[0, 0, offCpuNs]`. A type
+ *   of its own, rather than off-CPU time folded into `cpu`, lets `pprof -sample_index=cpu` keep showing CPU
+ *   time alone and `-sample_index=off_cpu` the time threads were switched out; the reader recognizes the
+ *   type by name and turns it back into `offCpuNs`. A profile without off-CPU time is written exactly as
+ *   before, byte for byte.
  * - Mappings, locations and functions get ids from 1 in table order; functions are deduplicated by
  *   (name, source file). A location has one `Line`, or none when it has no function name, source file and
  *   line (an unsymbolized address pprof can symbolize itself). A run of locations in a sample whose every
@@ -51,6 +57,7 @@
 import type { FrameKind, Profile } from "../profile/profile.ts";
 import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { gzip } from "./gzip.ts";
+import { hasOffCpuTime, sampleOffCpuNs } from "../profile/wall_time.ts";
 import { ProtobufWriter } from "./protobuf_writer.ts";
 
 /**
@@ -87,6 +94,12 @@ export function isKindPseudoMapping(
 ): boolean {
   return kindByMappingName.has(fileName) && start === 0 && end === 0 && fileOffset === 0 && buildId === "";
 }
+
+/**
+ * The type (with unit `nanoseconds`) of the sample value that holds off-CPU time: named for what it
+ * measures, as `cpu` is, so that `pprof -sample_index=off_cpu` reads as what it shows.
+ */
+export const OFF_CPU_SAMPLE_TYPE = "off_cpu";
 
 const TWO_POW_32 = 4294967296;
 const KERNEL_HIGH_HALF = 0xffffffff;
@@ -242,6 +255,8 @@ export function encodePprof(profile: Profile): Uint8Array {
   const unitCount = strings.intern("count");
   const typeCpu = strings.intern("cpu");
   const unitNanoseconds = strings.intern("nanoseconds");
+  const offCpu = hasOffCpuTime(profile);
+  const typeOffCpu = offCpu ? strings.intern(OFF_CPU_SAMPLE_TYPE) : 0;
 
   // Roughly the output size, so the buffer rarely grows: ids take 1-3 bytes, a sample's header ~24.
   const w = new ProtobufWriter(
@@ -252,6 +267,7 @@ export function encodePprof(profile: Profile): Uint8Array {
   // sample_type (1)
   writeValueType(w, 1, typeSamples, unitCount);
   writeValueType(w, 1, typeCpu, unitNanoseconds);
+  if (offCpu) writeValueType(w, 1, typeOffCpu, unitNanoseconds);
 
   // sample (2)
   const periodNs = Math.round(profile.periodNs);
@@ -267,6 +283,7 @@ export function encodePprof(profile: Profile): Uint8Array {
     const values = w.beginLengthDelimited(2); // value, packed
     w.writeInt64(sample.count);
     w.writeInt64(sample.count * periodNs);
+    if (offCpu) w.writeInt64(Math.round(sampleOffCpuNs(sample)));
     w.endLengthDelimited(values);
     writeNumLabel(w, keyPid, sample.pid);
     writeNumLabel(w, keyTid, sample.tid);

@@ -10,7 +10,11 @@
  * - Frame kinds come from mapping names, and pseudo mappings that only carry a kind are dropped; see the
  *   convention in `pprof.ts`. Kernel addresses keep their low 32 bits.
  * - A sample's count is its value for the first sample type `samples/count`, else the first with unit
- *   `count`, else its first value. Samples whose count is not positive are dropped.
+ *   `count`, else its first value. A file with a sample type `off_cpu/nanoseconds` (ours when recorded
+ *   with off-CPU time, `pprof.ts`) reads as a profile with `offCpu`, and that value as a sample's
+ *   `offCpuNs`; a sample with a positive count is a CPU sample, one with positive off-CPU time an
+ *   off-CPU sample (count 0), one with both becomes one of each, and the off-CPU value is never taken
+ *   for a count, even when it is the only one. Samples with neither are dropped.
  * - Labels: `pid` and `tid` (also `process.pid`/`process_id`, `thread.id`/`thread_id`) as numbers, numeric
  *   or numeric strings; the thread name from `thread_comm`, else `comm`, else `thread_name`/`thread.name`.
  *   Missing labels read as 0 and "". Every other string label is one of the sample's `labels` (Go's pprof
@@ -39,7 +43,7 @@ import type {
   SampleLabel,
 } from "../profile/profile.ts";
 import { gunzipBounded, isGzip } from "./gunzip.ts";
-import { frameKindOfMapping, isKindPseudoMapping } from "./pprof.ts";
+import { frameKindOfMapping, isKindPseudoMapping, OFF_CPU_SAMPLE_TYPE } from "./pprof.ts";
 import { ProtobufReader, WireType } from "./protobuf_reader.ts";
 
 /**
@@ -729,8 +733,15 @@ function resolve(p: RawProfile): Profile {
   }
   const locationOfId = positionsOfIds(p.locationDense, p.locationIds.size, "location");
 
-  // Which value is the sample count.
+  // Which value is the off-CPU time, if any, and which the sample count (never the off-CPU time: a file
+  // of off-CPU time alone has no count, and its samples are off-CPU samples).
   const nTypes = p.sampleTypes.length / 2;
+  let offCpuIndex = -1;
+  for (let k = 0; k < nTypes && offCpuIndex === -1; k++) {
+    const type = str(p.sampleTypes[2 * k]!, "sample_type");
+    const unit = str(p.sampleTypes[2 * k + 1]!, "sample_type");
+    if (type === OFF_CPU_SAMPLE_TYPE && unit === "nanoseconds") offCpuIndex = k;
+  }
   let valueIndex = -1;
   for (let k = 0; k < nTypes && valueIndex === -1; k++) {
     const type = str(p.sampleTypes[2 * k]!, "sample_type");
@@ -740,7 +751,8 @@ function resolve(p: RawProfile): Profile {
   for (let k = 0; k < nTypes && valueIndex === -1; k++) {
     if (str(p.sampleTypes[2 * k + 1]!, "sample_type") === "count") valueIndex = k;
   }
-  if (valueIndex === -1) valueIndex = 0;
+  if (valueIndex === -1 && offCpuIndex !== 0) valueIndex = 0;
+  const neededValues = Math.max(valueIndex, offCpuIndex) + 1;
 
   // Label keys, by string index.
   const roleOfKey = new Map<number, number>();
@@ -765,11 +777,12 @@ function resolve(p: RawProfile): Profile {
     const valueEnd = p.sampleValueEnd[s]!;
     const labelEnd = p.sampleLabelEnd[s]!;
     const nValues = valueEnd - valueStart;
-    if (nValues <= valueIndex) {
+    if (nValues < neededValues) {
       throw fail(`sample ${s} has ${nValues} values, the profile has ${Math.max(1, nTypes)} sample types`);
     }
-    const count = p.sampleValues[valueStart + valueIndex]!;
-    if (count > 0) {
+    const count = valueIndex === -1 ? 0 : p.sampleValues[valueStart + valueIndex]!;
+    const offCpuNs = offCpuIndex === -1 ? 0 : p.sampleValues[valueStart + offCpuIndex]!;
+    if (count > 0 || offCpuNs > 0) {
       const stack: number[] = [];
       for (let f = frameStart; f < frameEnd; f++) {
         const position = locationOfId[frames[f]!]!;
@@ -815,7 +828,14 @@ function resolve(p: RawProfile): Profile {
           tidRank = rank;
         }
       }
-      samples.push({ locations: stack, count, pid, tid, comm, ...(labels.length > 0 ? { labels } : {}) });
+      const labelled = labels.length > 0 ? { labels } : {};
+      if (count > 0) samples.push({ locations: stack, count, pid, tid, comm, ...labelled });
+      // A sample with both values (not ours: a Profile sample is one or the other) becomes two samples.
+      if (offCpuNs > 0) {
+        const locations = count > 0 ? [...stack] : stack;
+        const own = count > 0 && labels.length > 0 ? { labels: [...labels] } : labelled;
+        samples.push({ locations, count: 0, offCpuNs, pid, tid, comm, ...own });
+      }
     }
     frameStart = frameEnd;
     valueStart = valueEnd;
@@ -827,6 +847,7 @@ function resolve(p: RawProfile): Profile {
     startTimeNs: p.timeNanos,
     durationNs: p.durationNanos,
     periodNs,
+    ...(offCpuIndex !== -1 ? { offCpu: true } : {}),
     mappings,
     locations,
     samples,

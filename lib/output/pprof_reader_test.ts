@@ -525,3 +525,41 @@ Deno.test("decodePprof() turns truncated and bit-flipped input into a Profile or
   console.log(`fuzz: ${decoded} decoded, ${rejected} rejected in ${ms.toFixed(0)} ms`);
   assert.ok(decoded > 0 && rejected > 0, "mutations exercise both outcomes");
 });
+
+Deno.test("decodePprof() reads off_cpu/nanoseconds as off-CPU time, never as a count", () => {
+  const b = new PprofBuilder();
+  b.valueType(1, "samples", "count").valueType(1, "cpu", "nanoseconds").valueType(
+    1,
+    "off_cpu",
+    "nanoseconds",
+  );
+  b.location(1, 0, [0x10, 0], []);
+  b.sample([1], [2, 20, 0], [["tid", 5]]);
+  b.sample([1], [0, 0, 700], [["tid", 6]]);
+  b.sample([1], [1, 10, 300], [["tid", 7], ["worker", "w"]]); // both: one sample of each kind
+  b.sample([1], [0, 0, 0], [["tid", 8]]); // neither: dropped
+  const profile = decodePprof(b.finish());
+  assert.equal(profile.offCpu, true);
+  assert.deepEqual(profile.samples.map((s) => [s.tid, s.count, s.offCpuNs, s.labels?.[0]?.value]), [
+    [5, 2, undefined, undefined],
+    [6, 0, 700, undefined],
+    [7, 1, undefined, "w"],
+    [7, 0, 300, "w"],
+  ]);
+
+  // A file of off-CPU time alone (another tool's) has off-CPU samples only.
+  const alone = new PprofBuilder();
+  alone.valueType(1, "off_cpu", "nanoseconds");
+  alone.location(1, 0, [0x10, 0], []);
+  alone.sample([1], [900]);
+  const offOnly = decodePprof(alone.finish());
+  assert.equal(offOnly.offCpu, true);
+  assert.deepEqual(offOnly.samples.map((s) => [s.count, s.offCpuNs]), [[0, 900]]);
+
+  // A sample without the off-CPU value of its profile is malformed.
+  const short = new PprofBuilder();
+  short.valueType(1, "samples", "count").valueType(1, "off_cpu", "nanoseconds");
+  short.location(1, 0, [0x10, 0], []);
+  short.sample([1], [4]);
+  assert.throws(() => decodePprof(short.finish()), /sample 0 has 1 values, the profile has 2 sample types/);
+});

@@ -516,3 +516,58 @@ Deno.test("a sample's labels are string labels of the published schema, after pi
   const [only] = decodePprofBySchema(encodePprof(shadowing)).sample;
   assert.equal(only!.label.length, 3);
 });
+
+/** Two threads of one process: one computing (CPU samples), one also blocked in read (an off-CPU sample). */
+function offCpuProfile(): Profile {
+  return {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 1e7,
+    offCpu: true,
+    mappings: [],
+    locations: [
+      { kind: "native", mapping: -1, address: 0x1000, functionName: "compute", sourceFile: "", line: 0 },
+      { kind: "native", mapping: -1, address: 0x2000, functionName: "read", sourceFile: "", line: 0 },
+    ],
+    samples: [
+      { locations: [0], count: 3, pid: 7, tid: 7, comm: "app" },
+      { locations: [1], count: 0, offCpuNs: 250_000_000, pid: 7, tid: 8, comm: "reader" },
+      { locations: [1], count: 1, pid: 7, tid: 8, comm: "reader" },
+    ],
+  };
+}
+
+Deno.test("an off-CPU profile has an off_cpu/nanoseconds sample type: [count, cpu, 0] and [0, 0, off-CPU ns]", () => {
+  const decoded = decodePprofBySchema(encodePprof(offCpuProfile()));
+  const strings = decoded.stringTable;
+  assert.deepEqual(
+    decoded.sampleType.map((t) => `${strings[Number(t.type)]}/${strings[Number(t.unit)]}`),
+    ["samples/count", "cpu/nanoseconds", "off_cpu/nanoseconds"],
+  );
+  assert.deepEqual(decoded.sample.map((s) => s.value.map(Number)), [
+    [3, 30_000_000, 0],
+    [0, 0, 250_000_000],
+    [1, 10_000_000, 0],
+  ]);
+  assert.equal(`${strings[Number(decoded.periodType.type)]}/${Number(decoded.period)}`, "cpu/10000000");
+});
+
+Deno.test("an off-CPU profile reads back with its flag and off-CPU samples, even without any", () => {
+  const profile = offCpuProfile();
+  assert.deepEqual(decodePprof(encodePprof(profile)), profile);
+  const noneSwitchedOut: Profile = { ...profile, samples: [profile.samples[0]!] };
+  assert.deepEqual(decodePprof(encodePprof(noneSwitchedOut)), noneSwitchedOut);
+  assert.equal(decodePprofBySchema(encodePprof(noneSwitchedOut)).sampleType.length, 3);
+});
+
+Deno.test("a profile without off-CPU time keeps two sample types and two values a sample", () => {
+  const { offCpu: _, ...profile } = offCpuProfile();
+  const cpuOnly: Profile = { ...profile, samples: [profile.samples[0]!, profile.samples[2]!] };
+  const decoded = decodePprofBySchema(encodePprof(cpuOnly));
+  assert.equal(decoded.sampleType.length, 2);
+  assert.deepEqual(decoded.sample.map((s) => s.value.map(Number)), [[3, 30_000_000], [1, 10_000_000]]);
+  assert.ok(!decoded.stringTable.includes("off_cpu"));
+  assert.equal("offCpu" in decodePprof(encodePprof(cpuOnly)), false);
+  // And `offCpu: false` writes the same bytes as no flag.
+  assert.deepEqual(encodePprof({ ...cpuOnly, offCpu: false }), encodePprof(cpuOnly));
+});

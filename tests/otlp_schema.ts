@@ -182,6 +182,8 @@ export interface FlatSample {
   /** `profile.frame.type` of each frame, root first. */
   frameTypes: string[];
   values: number[];
+  /** The profile's sample type, `type/unit` ("samples/count", "off_cpu/nanoseconds"). */
+  sampleType: string;
   /** The profile's time_unix_nano, exact. */
   timeUnixNano: bigint;
   durationNano: bigint;
@@ -225,6 +227,9 @@ export function flattenRequest(request: DecodedRequest): FlatSample[] {
             frames,
             frameTypes,
             values: sample.values.map(Number),
+            sampleType: `${strings[profile.sample_type.type_strindex]}/${
+              strings[profile.sample_type.unit_strindex]
+            }`,
             timeUnixNano: BigInt(profile.time_unix_nano),
             durationNano: BigInt(profile.duration_nano),
           });

@@ -13,6 +13,14 @@
  *   (the link table's zero entry has all-zero ids of the full 16 and 8 bytes, as it recommends).
  * - Each `Profile` has `sample_type` samples/count, `period_type` cpu/nanoseconds and `period` the sampling
  *   period in ns (what the OpenTelemetry eBPF profiler writes); a sample's single value is its count.
+ * - A profile recorded with off-CPU time (`Profile.offCpu`, or any sample with `offCpuNs`) gives each `ScopeProfiles` a second `Profile`
+ *   after that one, of `sample_type` off_cpu/nanoseconds (the schema's own example for off-CPU time), whose
+ *   samples' single value is the ns their thread spent switched out with that stack; it has no period, as
+ *   switches are not sampled. A `Profile` holds values of one type only, so a second kind of value takes a
+ *   second `Profile`, as the OpenTelemetry eBPF profiler writes its off-CPU samples (it names the type
+ *   `events`, which says less). Both profiles are written for every process, even empty, so that a
+ *   receiver can tell "never switched out" from "not recorded". Without off-CPU time the request is as
+ *   before.
  *   Samples carry `thread.id` and `thread.name` as attributes, and each of their labels (Go's pprof
  *   labels) as a string attribute named by its key (a key that is one of the thread attributes' is left
  *   out, as keys are unique in a list); their identity is (stack, thread, labels).
@@ -38,6 +46,7 @@
 import type { FrameKind, Profile } from "../profile/profile.ts";
 import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { frameKindOfMapping } from "./pprof.ts";
+import { hasOffCpuTime, sampleOffCpuNs } from "../profile/wall_time.ts";
 import { ProtobufWriter, WireType } from "./protobuf_writer.ts";
 
 /** An attribute value: a string, a boolean, an integer (`int_value`) or another number (`double_value`). */
@@ -85,6 +94,8 @@ interface OtlpSample {
   /** Attribute indices of the sample's labels. */
   labels: number[];
   count: number;
+  /** Off-CPU ns of the samples merged into this one (0 for CPU samples). */
+  offCpuNs: number;
 }
 
 /** The attributes every sample has, which a label may not name again. */
@@ -251,9 +262,13 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
     ).map((label) => attribute(label.key, label.value));
     const identity = `${stackIndex},${threadId},${threadName},${labels.join(",")}`;
     const merged = ofPid.get(identity);
+    const offCpuNs = sampleOffCpuNs(sample);
     if (merged === undefined) {
-      ofPid.set(identity, { stackIndex, threadId, threadName, labels, count: sample.count });
-    } else merged.count += sample.count;
+      ofPid.set(identity, { stackIndex, threadId, threadName, labels, count: sample.count, offCpuNs });
+    } else {
+      merged.count += sample.count;
+      merged.offCpuNs += offCpuNs;
+    }
   }
 
   // The request: one ResourceProfiles per process, then the dictionary (field 2).
@@ -261,6 +276,8 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
   const unitCount = str("count");
   const typeCpu = str("cpu");
   const unitNanoseconds = str("nanoseconds");
+  const offCpu = hasOffCpuTime(profile);
+  const typeOffCpu = offCpu ? str("off_cpu") : 0;
   const periodNs = Math.round(profile.periodNs);
   const startNs = Math.max(0, Math.round(profile.startTimeNs));
   const durationNs = Math.max(0, Math.round(profile.durationNs));
@@ -290,20 +307,28 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
     const p = new ProtobufWriter(256 + ofPid.size * 16);
     writeValueType(p, 1, typeSamples, unitCount);
     for (const sample of ofPid.values()) {
-      const mark = p.beginLengthDelimited(2);
-      if (sample.stackIndex !== 0) p.writeVarintField(1, sample.stackIndex);
-      const thread = sample.threadName === 0 ? [sample.threadId] : [sample.threadId, sample.threadName];
-      p.writePackedVarints(2, [...thread, ...sample.labels]);
-      const values = p.beginLengthDelimited(4);
-      p.writeInt64(sample.count);
-      p.endLengthDelimited(values);
-      p.endLengthDelimited(mark);
+      // An off-CPU sample (count 0) belongs in the off-CPU profile only; before off-CPU time existed,
+      // no sample had count 0, so this leaves a CPU profile's bytes as they were.
+      if (offCpu && !(sample.count > 0)) continue;
+      writeSample(p, sample, sample.count);
     }
     if (durationNs !== 0) p.writeVarintField(4, durationNs);
     writeValueType(p, 5, typeCpu, unitNanoseconds);
     if (periodNs !== 0) p.writeInt64Field(6, periodNs);
     p.writeBytesField(7, newProfileId());
     out.writeBytesField(2, concat(fixed64Field(3, startNs), p.finish()));
+
+    if (offCpu) {
+      const o = new ProtobufWriter(256 + ofPid.size * 16);
+      writeValueType(o, 1, typeOffCpu, unitNanoseconds);
+      for (const sample of ofPid.values()) {
+        const ns = Math.round(sample.offCpuNs);
+        if (ns > 0) writeSample(o, sample, ns);
+      }
+      if (durationNs !== 0) o.writeVarintField(4, durationNs);
+      o.writeBytesField(7, newProfileId());
+      out.writeBytesField(2, concat(fixed64Field(3, startNs), o.finish()));
+    }
 
     out.writeStringField(3, SEMCONV_SCHEMA_URL);
     out.endLengthDelimited(sp);
@@ -332,6 +357,18 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
   }
   out.writeBytesField(2, d.finish());
   return out.finish();
+}
+
+/** Writes one `Sample` (field 2 of a `Profile`) with its stack, attributes and single value. */
+function writeSample(p: ProtobufWriter, sample: OtlpSample, value: number): void {
+  const mark = p.beginLengthDelimited(2);
+  if (sample.stackIndex !== 0) p.writeVarintField(1, sample.stackIndex);
+  const thread = sample.threadName === 0 ? [sample.threadId] : [sample.threadId, sample.threadName];
+  p.writePackedVarints(2, [...thread, ...sample.labels]);
+  const values = p.beginLengthDelimited(4);
+  p.writeInt64(value);
+  p.endLengthDelimited(values);
+  p.endLengthDelimited(mark);
 }
 
 function randomProfileId(): Uint8Array {

@@ -304,3 +304,65 @@ Deno.test("encodeOtlpProfiles() writes a sample's labels as attributes, and keep
     3,
   ]]);
 });
+
+Deno.test("encodeOtlpProfiles() of an off-CPU profile writes an off_cpu/nanoseconds Profile beside the CPU one", () => {
+  const offCpu: Profile = {
+    ...profile,
+    offCpu: true,
+    samples: [
+      { locations: [0, 1, 2, 3], count: 4, pid: 100, tid: 100, comm: "chain" },
+      { locations: [4, 0, 1, 2, 3], count: 0, offCpuNs: 1_500_000, pid: 100, tid: 101, comm: "chain-worker" },
+      // The same identity: merged, its time added.
+      { locations: [4, 0, 1, 2, 3], count: 0, offCpuNs: 500_000, pid: 100, tid: 101, comm: "chain-worker" },
+      // The same stack and thread as the first, switched out: in the off-CPU profile only.
+      { locations: [0, 1, 2, 3], count: 0, offCpuNs: 7_000, pid: 100, tid: 100, comm: "chain" },
+      { locations: [5, 6], count: 2, pid: 200, tid: 200, comm: "python3" },
+    ],
+  };
+  const bytes = encodeOtlpProfiles(offCpu, { resourceAttributes, scope });
+  const { request: requestType } = loadOtelSchema();
+  assert.equal(requestType.verify(requestType.decode(bytes)), null);
+  const request = decodeRequest(bytes);
+  const strings: string[] = request.dictionary.string_table;
+  for (const rp of request.resource_profiles) {
+    const [cpu, off] = rp.scope_profiles[0]!.profiles;
+    assert.equal(
+      rp.scope_profiles[0]!.profiles.length,
+      2,
+      "both profiles, even for a process never switched out",
+    );
+    assert.equal(
+      `${strings[cpu!.sample_type.type_strindex]}/${strings[cpu!.sample_type.unit_strindex]}`,
+      "samples/count",
+    );
+    assert.equal(
+      `${strings[off!.sample_type.type_strindex]}/${strings[off!.sample_type.unit_strindex]}`,
+      "off_cpu/nanoseconds",
+    );
+    assert.equal(Number(cpu!.period), Math.round(1e9 / 99));
+    assert.equal(Number(off!.period), 0, "switches are not sampled: no period");
+    assert.equal(off!.period_type, null, "nor a period type");
+    assert.equal(BigInt(off!.time_unix_nano), BigInt(START_NS));
+    assert.equal(Number(off!.duration_nano), 1_000_250_000);
+    assert.notDeepEqual(off!.profile_id, cpu!.profile_id, "each profile has an id of its own");
+  }
+  const flat = flattenRequest(request).map((s) =>
+    `${s.resource["process.pid"]}/${s.attributes["thread.id"]} ${s.sampleType} ${
+      s.frames.join(";")
+    } ${s.values}`
+  );
+  assert.deepEqual(flat, [
+    "100/100 samples/count main;a;b;c 4",
+    "100/100 off_cpu/nanoseconds main;a;b;c 7000",
+    "100/101 off_cpu/nanoseconds main;a;b;c;do_syscall_64 2000000",
+    "200/200 samples/count ;handler 2",
+  ]);
+});
+
+Deno.test("encodeOtlpProfiles() without off-CPU time writes one Profile a scope", () => {
+  const request = decodeRequest(
+    encodeOtlpProfiles({ ...profile, offCpu: false }, { resourceAttributes, scope }),
+  );
+  assert.deepEqual(request.resource_profiles.map((rp) => rp.scope_profiles[0]!.profiles.length), [1, 1, 1]);
+  assert.ok(!request.dictionary.string_table.includes("off_cpu"));
+});

@@ -18,24 +18,30 @@
  * @module
  */
 import type { Profile } from "./profile.ts";
+import { hasOffCpuTime, sampleWallNs } from "./wall_time.ts";
 
 /**
  * Each pid's name: the command name its main thread (tid = pid) has in the most samples, else the name
- * with the most samples among its other threads. A main thread can carry two names: a child sampled
+ * with the most samples among its other threads; in a profile with off-CPU time, the most time (on and
+ * off the CPU) instead. A main thread can carry two names: a child sampled
  * between fork and exec still has its parent's, so the first name seen is not the one to keep.
  */
 export function processNames(profile: Profile): Map<number, string> {
   const mainCounts = new Map<number, Map<string, number>>();
   const otherCounts = new Map<number, Map<string, number>>();
+  // Off-CPU samples count too, by time, so that a process that only slept still has a name.
+  const wall = hasOffCpuTime(profile);
+  const periodNs = profile.periodNs > 0 ? profile.periodNs : 1;
   for (const sample of profile.samples) {
-    if (!(sample.count > 0)) continue;
+    const weight = wall ? sampleWallNs(sample, periodNs) : sample.count;
+    if (!(weight > 0)) continue;
     const table = sample.tid === sample.pid ? mainCounts : otherCounts;
     let byName = table.get(sample.pid);
     if (byName === undefined) {
       byName = new Map();
       table.set(sample.pid, byName);
     }
-    byName.set(sample.comm, (byName.get(sample.comm) ?? 0) + sample.count);
+    byName.set(sample.comm, (byName.get(sample.comm) ?? 0) + weight);
   }
   const names = new Map<number, string>();
   for (const [pid, byName] of mainCounts) names.set(pid, busiest(byName));

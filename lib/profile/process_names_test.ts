@@ -23,3 +23,15 @@ Deno.test("processNames() falls back to the busiest thread when the main thread 
   ]));
   assert.deepEqual([...names], [[50, "compute"]]);
 });
+
+Deno.test("processNames() weighs off-CPU samples by time, so a process that only slept has a name", () => {
+  const names = processNames({
+    ...profileOf([
+      { locations: [], count: 0, offCpuNs: 900_000_000, pid: 60, tid: 60, comm: "sleeper" },
+      { locations: [], count: 2, pid: 70, tid: 70, comm: "bash" }, // 20 ms on the CPU
+      { locations: [], count: 0, offCpuNs: 30_000_000, pid: 70, tid: 70, comm: "make" }, // 30 ms off it
+    ]),
+    offCpu: true,
+  });
+  assert.deepEqual([...names], [[60, "sleeper"], [70, "make"]]);
+});

@@ -8,10 +8,18 @@
  * merged by adding their counts, and lines are sorted by their stack text, so the same profile always
  * gives the same bytes.
  *
+ * A profile with off-CPU time (`record --off-cpu`) weighs lines in microseconds of wall time instead: a
+ * CPU sample weighs `count * period`, an off-CPU sample the time its thread was switched out, so that a
+ * thread blocked in `read` shows as wide as the time it lost there. Folded weights are integers (the
+ * tools above read them so), hence microseconds, not ns (flame graphs of hours stay far below 2^53), and
+ * each line is rounded once, after merging, so that many short switches are not each rounded away; a line
+ * whose time rounds to 0 is left out. A profile without off-CPU time keeps counts, as before.
+ *
  * @example
  * ```ts
  * import { formatFolded } from "./folded.ts";
  * import type { Profile } from "../profile/profile.ts";
+import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
  * declare const profile: Profile;
  * Deno.writeTextFileSync("cpu.folded", formatFolded(profile)); // flamegraph.pl cpu.folded > cpu.svg
  * ```
@@ -20,6 +28,7 @@
  */
 
 import type { Profile } from "../profile/profile.ts";
+import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
 
 /** The name shown for frames and threads without one. */
 export const UNKNOWN_NAME = "[unknown]";
@@ -36,7 +45,8 @@ export function sanitizeFoldedName(name: string): string {
 
 /**
  * Formats `profile` as folded stacks, one `comm;root;...;leaf COUNT` line per distinct stack and thread
- * name, each line ending in a newline. Samples with a count of 0 or less are left out.
+ * name, each line ending in a newline. Samples with a count of 0 or less are left out; with off-CPU time,
+ * COUNT is microseconds of wall time (see the module documentation) and samples without time left out.
  *
  * @example
  * ```ts
@@ -60,8 +70,12 @@ export function formatFolded(profile: Profile): string {
   const counts = new Map<string, number>();
   // One reused parts array joined per sample: a flat string, cheaper to hash than a chain of concatenations.
   const parts: string[] = [];
+  // In a profile with off-CPU time, lines add up ns, made microseconds once merged.
+  const wall = hasOffCpuTime(profile);
+  const periodNs = profile.periodNs;
   for (const sample of samples) {
-    if (!(sample.count > 0)) continue;
+    const weight = wall ? sampleWallNs(sample, periodNs) : sample.count;
+    if (!(weight > 0)) continue;
     let comm = commText.get(sample.comm);
     if (comm === undefined) {
       comm = sanitizeFoldedName(sample.comm);
@@ -87,9 +101,13 @@ export function formatFolded(profile: Profile): string {
       parts[n - i] = text;
     }
     const line = parts.join(";");
-    counts.set(line, (counts.get(line) ?? 0) + sample.count);
+    counts.set(line, (counts.get(line) ?? 0) + weight);
   }
-  const lines = [...counts.keys()].sort();
-  for (let i = 0; i < lines.length; i++) lines[i] = `${lines[i]} ${counts.get(lines[i]!)}\n`;
+  const keys = [...counts.keys()].sort();
+  const lines: string[] = [];
+  for (const key of keys) {
+    const weight = wall ? Math.round(counts.get(key)! / 1000) : counts.get(key)!;
+    if (weight > 0) lines.push(`${key} ${weight}\n`);
+  }
   return lines.join("");
 }

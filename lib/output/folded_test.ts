@@ -115,3 +115,36 @@ Deno.test("formatFolded() handles 100k distinct stacks of 30 frames", () => {
   for (const line of lines) total += Number(line.slice(line.lastIndexOf(" ") + 1));
   assert.equal(total, samples.reduce((sum, s) => sum + s.count, 0));
 });
+
+Deno.test("formatFolded() of an off-CPU profile weighs lines in microseconds of wall time, rounded once merged", () => {
+  const text = formatFolded({
+    ...profile([
+      // 2 samples of 10 ms on the CPU: 20000 us.
+      { locations: [4], count: 2, pid: 10, tid: 10, comm: "cat" },
+      // Switched out in read: 1.5 ms and 0.7 ms on two threads of one name, one line of 2200 us.
+      { locations: [1, 2, 3, 4], count: 0, offCpuNs: 1_500_000, pid: 10, tid: 10, comm: "cat" },
+      { locations: [1, 2, 3, 4], count: 0, offCpuNs: 700_000, pid: 10, tid: 11, comm: "cat" },
+      // Three switches of 0.4 us each: 1 us once merged, where each alone would round to 0.
+      { locations: [3, 4], count: 0, offCpuNs: 400, pid: 10, tid: 10, comm: "cat" },
+      { locations: [3, 4], count: 0, offCpuNs: 400, pid: 10, tid: 10, comm: "cat" },
+      { locations: [3, 4], count: 0, offCpuNs: 400, pid: 10, tid: 11, comm: "cat" },
+      // 0.3 us in all: rounds to 0, left out.
+      { locations: [0, 1, 2, 3, 4], count: 0, offCpuNs: 300, pid: 10, tid: 10, comm: "cat" },
+    ]),
+    offCpu: true,
+  });
+  assert.equal(
+    text,
+    "cat;main 20000\n" +
+      "cat;main;__libc_read 1\n" +
+      "cat;main;__libc_read;do_syscall_64_[k];vfs_read_[k] 2200\n",
+  );
+});
+
+Deno.test("formatFolded() of an off-CPU profile without off-CPU samples still weighs in microseconds", () => {
+  const text = formatFolded({
+    ...profile([{ locations: [4], count: 3, pid: 10, tid: 10, comm: "cat" }]),
+    offCpu: true,
+  });
+  assert.equal(text, "cat;main 30000\n");
+});

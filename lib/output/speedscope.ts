@@ -11,12 +11,15 @@
  * Frames are functions: name, and file (the source file, else the mapping's file name), without line
  * numbers, since speedscope would otherwise split a function into one frame per sampled line. Weights are
  * CPU time in nanoseconds (samples times the sampling period), or sample counts (unit "none") when the
- * period is unknown.
+ * period is unknown. A profile with off-CPU time (`record --off-cpu`) weighs wall time in nanoseconds
+ * instead: CPU samples by the period, off-CPU samples by the time their thread was switched out, so that
+ * speedscope's views (which know one weight only) show where time went, not only where the CPU went.
  *
  * @example
  * ```ts
  * import { formatSpeedscope } from "./speedscope.ts";
- * import type { Profile } from "../profile/profile.ts";
+ * import type { Profile, ProfileSample } from "../profile/profile.ts";
+import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
  * declare const profile: Profile;
  * Deno.writeTextFileSync("cpu.speedscope.json", formatSpeedscope(profile, { name: "nginx" }));
  * ```
@@ -24,7 +27,8 @@
  * @module
  */
 
-import type { Profile } from "../profile/profile.ts";
+import type { Profile, ProfileSample } from "../profile/profile.ts";
+import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
 import { processNames } from "../profile/process_names.ts";
 
 /** The schema URL speedscope files declare. */
@@ -84,8 +88,11 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
   const frames: SpeedscopeFrame[] = [];
   const frameIds = new Map<string, number>();
   const frameOfLocation = new Int32Array(locations.length).fill(-1);
-  const unit = profile.periodNs > 0 ? "nanoseconds" : "none";
+  const wall = hasOffCpuTime(profile);
+  const unit = wall || profile.periodNs > 0 ? "nanoseconds" : "none";
   const weightPerSample = profile.periodNs > 0 ? profile.periodNs : 1;
+  const weightOf = (sample: ProfileSample): number =>
+    wall ? sampleWallNs(sample, profile.periodNs) : sample.count > 0 ? sample.count * weightPerSample : 0;
 
   interface Building {
     pid: number;
@@ -98,7 +105,8 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
   const names = processNames(profile);
   for (let s = 0; s < samples.length; s++) {
     const sample = samples[s]!;
-    if (!(sample.count > 0)) continue;
+    const weight = weightOf(sample);
+    if (!(weight > 0)) continue;
     const stack: number[] = new Array(sample.locations.length);
     // Root first, so frames are numbered in the order a reader meets them.
     for (let i = sample.locations.length - 1; i >= 0; i--) {
@@ -135,7 +143,6 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
       };
       processes.set(sample.pid, building);
     }
-    const weight = sample.count * weightPerSample;
     building.total += weight;
     const key = stack.join(",");
     const existing = building.stacks.get(key);

@@ -67,3 +67,25 @@ Deno.test("speedscopeFile() names a process by its main thread's busiest name, n
   };
   assert.deepEqual(speedscopeFile(forked).profiles.map((p) => p.name), ["chain (pid 40)"]);
 });
+
+Deno.test("speedscopeFile() of an off-CPU profile weighs wall time in ns: CPU samples by period, off-CPU by time", () => {
+  const file = speedscopeFile({
+    ...profile,
+    offCpu: true,
+    samples: [
+      { locations: [1, 0], count: 2, pid: 10, tid: 10, comm: "app" },
+      { locations: [3, 0], count: 0, offCpuNs: 45_000_000, pid: 10, tid: 10, comm: "app" },
+      { locations: [1, 0], count: 0, offCpuNs: 5_000_000, pid: 10, tid: 11, comm: "app-worker" },
+      { locations: [4, 0], count: 1, pid: 20, tid: 20, comm: "python3" },
+      // A process that only slept: a profile of its own.
+      { locations: [0], count: 0, offCpuNs: 1_000_000, pid: 30, tid: 30, comm: "idle" },
+    ],
+  });
+  assert.deepEqual(file.profiles.map((p) => p.name), ["app (pid 10)", "python3 (pid 20)", "idle (pid 30)"]);
+  const app = file.profiles[0]!;
+  assert.equal(app.unit, "nanoseconds");
+  assert.deepEqual(app.samples, [[0, 1], [0, 2]]);
+  assert.deepEqual(app.weights, [25_000_000, 45_000_000]);
+  assert.equal(app.endValue, 70_000_000);
+  assert.deepEqual(file.profiles[2]!.weights, [1_000_000]);
+});

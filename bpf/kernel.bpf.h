@@ -9,6 +9,7 @@
 
 #include "maps.bpf.h"
 
+#define PF_EXITING 0x00000004
 #define PF_KTHREAD 0x00200000
 
 static __always_inline __u64 kernel_read_u64(__u64 base, __u32 offset)

@@ -10,6 +10,7 @@ struct rule_cache_map rule_cache SEC(".maps");
 struct mapping_cache_map mapping_cache SEC(".maps");
 struct mapping_generation_map mapping_generation SEC(".maps");
 struct pid_filter_map pid_filter SEC(".maps");
+struct off_cpu_traces_map off_cpu_traces SEC(".maps");
 struct unwind_info_map unwind_info_array SEC(".maps");
 struct stack_delta_pages_map stack_delta_page_to_info SEC(".maps");
 struct pid_page_mappings_map pid_page_to_mapping_info SEC(".maps");
@@ -40,6 +41,10 @@ const volatile struct tracer_config tracer_config = {};
 
 // The kernel allocates per-CPU map values of at most 32 KiB (PCPU_MIN_UNIT_SIZE).
 _Static_assert(sizeof(struct trace) <= 32768, "the per-CPU trace scratch fits a per-CPU allocation");
+// A switched-out thread's trace is kept as the prefix of struct trace up to its labels.
+_Static_assert(__builtin_offsetof(struct off_cpu_trace, frames) == __builtin_offsetof(struct trace, frames) &&
+                   sizeof(struct off_cpu_trace) == __builtin_offsetof(struct trace, label_room),
+               "struct off_cpu_trace is the start of struct trace");
 
 char LICENSE[] SEC("license") = "GPL";
 

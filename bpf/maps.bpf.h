@@ -118,6 +118,18 @@ struct mapping_generation_map {
   __type(value, __u64);
 };
 
+// The switched-out threads in scope, by thread id (record --off-cpu): each one's trace from its
+// switch-out, sent with its duration when it is switched back in. Keyed by thread rather than per CPU, so
+// that a thread switched back in on another CPU finds its own entry (a per-CPU map would pair it with
+// whatever that CPU switched out last). Preallocated, as programs of perf events require on older
+// kernels; the host sizes it for the threads in scope before load.
+struct off_cpu_traces_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1); // resized by the host before load
+  __type(key, __u32);
+  __type(value, struct off_cpu_trace);
+};
+
 struct pid_filter_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, PID_FILTER_MAX_ENTRIES);
@@ -267,6 +279,7 @@ extern struct mapping_cache_map mapping_cache SEC(".maps");
 extern struct mapping_generation_map mapping_generation SEC(".maps");
 // Processes to sample when tracer_config.filter_pids is set, keyed by process id.
 extern struct pid_filter_map pid_filter SEC(".maps");
+extern struct off_cpu_traces_map off_cpu_traces SEC(".maps");
 
 extern const volatile struct tracer_config tracer_config;
 

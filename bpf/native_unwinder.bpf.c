@@ -235,9 +235,11 @@ static __always_inline int copy_stack(struct trace *trace, struct unwind_state *
 // ring buffer is at most half full. The ring is sized for plain traces only (lib/record/tracer.ts): the
 // half past the wake-up must hold nothing larger, and a burst of copies (a storm of new processes while
 // the host is busy) falls back to frame pointers rather than losing traces.
-static __always_inline int may_copy_rest(struct unwind_state *state)
+static __always_inline int may_copy_rest(struct trace *trace, struct unwind_state *state)
 {
-  if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started)
+  // A switched-out thread's trace is kept in a map without room for a copy (struct off_cpu_trace).
+  if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started ||
+      trace->origin != TRACE_ORIGIN_SAMPLING)
     return 0;
   if (events_over_half_full()) {
     metric_increment(METRIC_STACK_COPY_RING_FULL);
@@ -269,7 +271,7 @@ static __always_inline int step_native(struct trace *trace, struct unwind_state 
       // are off, frame pointers.
       report_file(file_id, lookup, trace->hdr.pid);
       metric_increment(METRIC_UNWIND_FILE_PENDING);
-      if (may_copy_rest(state)) {
+      if (may_copy_rest(trace, state)) {
         trace->num_frames--; // the frame at pc is the copy's first
         return copy_stack(trace, state);
       }
@@ -360,10 +362,11 @@ __noinline int unwind_frame(void)
 
   // Tests compare the host's unwinding of copies with this unwinder's: every stack is copied, at its leaf
   // or at the leaf's caller.
-  if (tracer_config.stack_copy == STACK_COPY_ALL && trace->num_frames == trace->kernel_frames)
+  if (tracer_config.stack_copy == STACK_COPY_ALL && trace->num_frames == trace->kernel_frames &&
+      trace->origin == TRACE_ORIGIN_SAMPLING)
     return copy_stack(trace, state);
   if (tracer_config.stack_copy == STACK_COPY_ABOVE_LEAF && trace->num_frames == trace->kernel_frames + 1 &&
-      !state->fp_stepped)
+      !state->fp_stepped && trace->origin == TRACE_ORIGIN_SAMPLING)
     return copy_stack(trace, state);
 
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;
@@ -404,7 +407,7 @@ __noinline int unwind_frame(void)
     // The host learns of new mappings from the kernel's records, in order, before it reads this trace:
     // it can unwind the rest now, where the trie waits for the process to be read again (at most every
     // REPORT_INTERVAL_NS).
-    if (may_copy_rest(state))
+    if (may_copy_rest(trace, state))
       return copy_stack(trace, state);
   }
   if (push_frame(trace, 0, state->pc, ra_flag | FRAME_FLAG_ABSOLUTE_ADDRESS))

@@ -87,6 +87,24 @@ static __always_inline void trace_send(struct trace *trace)
     metric_increment(METRIC_TRACES_LOST);
 }
 
+// Keeps the trace of a thread being switched out (TRACE_ORIGIN_OFF_CPU) until it is switched back in
+// (off_cpu.bpf.c). A newer switch-out of the same thread replaces an older one it never came back from.
+static __always_inline void off_cpu_keep(struct trace *trace)
+{
+  __u32 tid = trace->hdr.tid;
+  if (bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
+    metric_increment(METRIC_OFF_CPU_STORE_FULL);
+}
+
+// A finished trace goes to the host, or, for a switched-out thread, waits for its switch-in.
+static __always_inline void trace_deliver(struct trace *trace)
+{
+  if (tracer_config.off_cpu && trace->origin == TRACE_ORIGIN_OFF_CPU)
+    off_cpu_keep(trace);
+  else
+    trace_send(trace);
+}
+
 static __always_inline void count_stop_reason(__u8 reason)
 {
   switch (reason) {
@@ -125,7 +143,7 @@ static __always_inline int trace_finish(void *ctx, struct trace *trace, __u8 rea
   bpf_tail_call(ctx, &progs, PROG_UNWIND_STOP);
   // Only reached when the stop program is missing: still deliver the sample.
   metric_increment(METRIC_TAIL_CALL_FAILED);
-  trace_send(trace);
+  trace_deliver(trace);
   return 0;
 }
 

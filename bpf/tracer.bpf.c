@@ -1,6 +1,7 @@
 // Entry point of every sample: a cpu-clock perf event fires on each CPU, this program records who was
 // running and the kernel stack, finds the user registers, and hands over to the native unwinder. The
-// stop program at the end of the tail-call chain sends the trace to the host.
+// stop program at the end of the tail-call chain sends the trace to the host. With off-CPU time, the same
+// happens at each switch-out of a thread in scope, and the stop program keeps the trace for the switch-in.
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
@@ -64,44 +65,27 @@ static __always_inline void collect_kernel_stack(struct bpf_perf_event_data *ctx
   }
 }
 
-SEC("perf_event")
-int sample_cpu(struct bpf_perf_event_data *ctx)
+// Starts a trace of the current thread in the per-CPU scratch, from the registers of the perf event
+// `ctx` (a CPU sample, or a switch-out for off-CPU time), and hands it to the native unwinder.
+static __always_inline int trace_begin(struct bpf_perf_event_data *ctx, __u64 id, __u8 origin)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 pid = id >> 32;
-
-  if (pid == 0 && !tracer_config.sample_idle) {
-    metric_increment(METRIC_IDLE_SKIPPED);
-    return 0;
-  }
-  if (pid == tracer_config.self_pid) {
-    metric_increment(METRIC_SELF_SKIPPED);
-    return 0;
-  }
-  if (tracer_config.filter_pids) {
-    struct pid_filter_value *filter = bpf_map_lookup_elem(&pid_filter, &pid);
-    if (!filter || !(filter->flags & PID_FILTER_SAMPLE)) {
-      metric_increment(METRIC_FILTERED);
-      return 0;
-    }
-  }
-  metric_increment(METRIC_SAMPLES);
-
   struct trace_context tc;
   if (trace_context_get(&tc))
     return 0;
   struct trace *trace = tc.trace;
   struct unwind_state *state = tc.state;
+  __u32 pid = id >> 32;
 
   trace->hdr.kind = EVENT_KIND_TRACE;
   trace->hdr.cpu = bpf_get_smp_processor_id();
   trace->hdr.ktime = bpf_ktime_get_ns();
+  trace->hdr.off_cpu_ns = 0;
   trace->hdr.pid = pid;
   trace->hdr.tid = (__u32)id;
   bpf_get_current_comm(trace->comm, sizeof(trace->comm));
   trace->num_frames = 0;
   trace->kernel_frames = 0;
-  trace->origin = TRACE_ORIGIN_SAMPLING;
+  trace->origin = origin;
   trace->stop_reason = UNWIND_STOP_NONE;
   trace->num_labels = 0;
   trace->flags = 0;
@@ -137,6 +121,55 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   return trace_finish(ctx, trace, UNWIND_STOP_TAIL_CALL_FAILED);
 }
 
+// Whether process `pid` is outside the PID filter (when there is one).
+static __always_inline int filtered_out(__u32 pid)
+{
+  if (!tracer_config.filter_pids)
+    return 0;
+  struct pid_filter_value *filter = bpf_map_lookup_elem(&pid_filter, &pid);
+  return !filter || !(filter->flags & PID_FILTER_SAMPLE);
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 pid = id >> 32;
+
+  if (pid == 0 && !tracer_config.sample_idle) {
+    metric_increment(METRIC_IDLE_SKIPPED);
+    return 0;
+  }
+  if (pid == tracer_config.self_pid) {
+    metric_increment(METRIC_SELF_SKIPPED);
+    return 0;
+  }
+  if (filtered_out(pid)) {
+    metric_increment(METRIC_FILTERED);
+    return 0;
+  }
+  metric_increment(METRIC_SAMPLES);
+  return trace_begin(ctx, id, TRACE_ORIGIN_SAMPLING);
+}
+
+// A thread is switched out (the kernel's context-switches software event, counted at every switch, fires
+// in the thread that leaves the CPU, before the switch): its stack now is the stack it waits in, user
+// part included, which nothing can read once another process runs. It is unwound here like a sample; the
+// stop program keeps the trace in off_cpu_traces until off_cpu.bpf.c sees the thread come back.
+SEC("perf_event")
+int off_cpu_switch_out(struct bpf_perf_event_data *ctx)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 pid = id >> 32;
+  if (pid == 0 || pid == tracer_config.self_pid || filtered_out(pid))
+    return 0;
+  // An exiting thread's last switch: it never comes back.
+  if (kernel_read_u32(bpf_get_current_task(), tracer_config.kernel.task_flags) & PF_EXITING)
+    return 0;
+  metric_increment(METRIC_OFF_CPU_SWITCHES);
+  return trace_begin(ctx, id, TRACE_ORIGIN_OFF_CPU);
+}
+
 // The end of every tail-call chain: sends the finished trace.
 SEC("perf_event")
 int unwind_stop(struct bpf_perf_event_data *ctx)
@@ -146,7 +179,7 @@ int unwind_stop(struct bpf_perf_event_data *ctx)
     return 0;
   metric_add(METRIC_UNWIND_NATIVE_FRAMES, tc.state->native_frames);
   metric_add(METRIC_UNWIND_FP_FALLBACK, tc.state->fp_frames);
-  trace_send(tc.trace);
+  trace_deliver(tc.trace);
   return 0;
 }
 

@@ -32,6 +32,8 @@ enum unwind_program {
   PROG_UNWIND_COUNT = 0xa,
 };
 
+// What made a trace: a CPU sample, or a thread that was switched out (off_cpu.bpf.c), sent when it comes
+// back with how long it was away (event_header.off_cpu_ns).
 enum trace_origin {
   TRACE_ORIGIN_UNKNOWN = 0x0,
   TRACE_ORIGIN_SAMPLING = 0x1,
@@ -128,6 +130,10 @@ enum metric_id {
   METRIC_STACK_COPY_FAILED = 23,        // a stack to copy could not be read at all (sent without user frames)
   METRIC_STACKS_COPIED_ABOVE_LEAF = 24, // of those copied, ones BPF unwound part of first (a file or mapping new to it)
   METRIC_STACK_COPY_RING_FULL = 25,     // copies not made, the ring buffer being over half full (frame pointers instead)
+  METRIC_OFF_CPU_SWITCHES = 26,         // switch-outs of threads in scope, unwound (record --off-cpu)
+  METRIC_OFF_CPU_SHORT = 27,            // of those, waits shorter than the minimum when they ended: not sent
+  METRIC_OFF_CPU_STORE_FULL = 28,       // switch-outs not kept, the map of switched-out threads being full
+  METRIC_OFF_CPU_SENT = 29,             // off-CPU traces sent
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -227,7 +233,10 @@ struct frame {
 struct event_header {
   __u32 kind;          // enum event_kind
   __u32 cpu;
-  __u64 ktime;         // CLOCK_MONOTONIC ns
+  __u64 ktime;         // CLOCK_MONOTONIC ns (of an off-CPU trace: when the thread was switched out)
+  // An off-CPU trace: ns from the switch-out to the switch-in. Before pid so that traces that differ only
+  // in it still hash as one stack. 0 otherwise.
+  __u64 off_cpu_ns;
   __u32 pid;           // process id (tgid)
   __u32 tid;           // thread id
 };
@@ -383,6 +392,23 @@ struct tracer_config {
   __u8 pad;
   __u32 self_pid;      // the profiler's own process, never sampled (0: sample it too)
   struct kernel_fields kernel;
+  __u8 off_cpu;        // record off-CPU time (off_cpu.bpf.c)
+  __u8 pad2[7];
+  __u64 off_cpu_min_ns; // off-CPU waits shorter than this are not sent
+};
+
+// A switched-out thread's trace, kept until it is switched back in (off_cpu_traces): struct trace up to
+// its room for labels, which off-CPU traces do not carry.
+struct off_cpu_trace {
+  struct event_header hdr;
+  char comm[COMM_LEN];
+  __u16 num_frames;
+  __u16 kernel_frames;
+  __u8 origin;
+  __u8 stop_reason;
+  __u8 num_labels;
+  __u8 flags;
+  struct frame frames[MAX_FRAMES];
 };
 
 // A batch of kernel addresses for the host to name (kernel_symbols.bpf.c): the host writes count and

@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 16984, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 17016, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,
@@ -132,6 +132,7 @@ export const BPF_MAPS = {
   mapping_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 392, maxEntries: 1 },
   mapping_generation: { type: BpfMapType.Array, keySize: 4, valueSize: 8, maxEntries: 1 },
   metrics: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 8, maxEntries: 64 },
+  off_cpu_traces: { type: BpfMapType.Hash, keySize: 4, valueSize: 4664, maxEntries: 1 },
   pid_filter: { type: BpfMapType.Hash, keySize: 4, valueSize: 4, maxEntries: 16384 },
   pid_page_to_mapping_info: { type: BpfMapType.LpmTrie, keySize: 16, valueSize: 32, maxEntries: 524288 },
   progs: { type: BpfMapType.ProgArray, keySize: 4, valueSize: 4, maxEntries: 10 },
@@ -142,7 +143,7 @@ export const BPF_MAPS = {
   rule_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 16648, maxEntries: 1 },
   stack_delta_page_to_info: { type: BpfMapType.Hash, keySize: 16, valueSize: 12, maxEntries: 65536 },
   trace_labels: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 1360, maxEntries: 1 },
-  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22440, maxEntries: 1 },
+  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22448, maxEntries: 1 },
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
   unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
   v8_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 40, maxEntries: 4096 },
@@ -160,6 +161,8 @@ export function isBpfMapName(name: string): name is BpfMapName {
 /** Every program of the BPF object, with the ELF section that gives its type and attach point. */
 export const BPF_PROGRAMS = {
   name_kernel_addresses: { section: "syscall", type: BpfProgramType.Syscall },
+  off_cpu_switch_in: { section: "raw_tp/sched_switch", type: BpfProgramType.RawTracepoint },
+  off_cpu_switch_out: { section: "perf_event", type: BpfProgramType.PerfEvent },
   on_process_exec: { section: "raw_tp/sched_process_exec", type: BpfProgramType.RawTracepoint },
   on_process_exit: { section: "raw_tp/sched_process_exit", type: BpfProgramType.RawTracepoint },
   on_process_fork: { section: "raw_tp/sched_process_fork", type: BpfProgramType.RawTracepoint },

@@ -37,6 +37,7 @@ const SPEC = {
     "trace_label",
     "kernel_name_batch",
     "copied_stack",
+    "off_cpu_trace",
   ],
   enums: [
     "frame_marker",

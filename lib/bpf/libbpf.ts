@@ -45,6 +45,7 @@ const symbols = {
   bpf_map_update_elem: { parameters: ["i32", "buffer", "buffer", "u64"], result: "i32" },
   bpf_map_lookup_elem: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   bpf_map_delete_elem: { parameters: ["i32", "buffer"], result: "i32" },
+  bpf_map_get_next_key: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   // The same two on a worker thread, for writes that block (a map of maps waits out an RCU grace period).
   bpf_map_update_elem_off_thread: {
     name: "bpf_map_update_elem",

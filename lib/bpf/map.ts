@@ -139,6 +139,26 @@ export class BpfMap {
     throw new LibbpfError(`look up map ${this.name}`, errno);
   }
 
+  /**
+   * The keys of a hash map, each `keySize` bytes. Entries that BPF adds or removes meanwhile may or may
+   * not be among them.
+   */
+  keys(keySize: number): Uint8Array<ArrayBuffer>[] {
+    const keys: Uint8Array<ArrayBuffer>[] = [];
+    // A key of no entry (an empty buffer of another size would do) asks for the first key.
+    let key: Uint8Array<ArrayBuffer> | null = null;
+    for (;;) {
+      const next = new Uint8Array(keySize);
+      if (libbpf().fn.bpf_map_get_next_key(this.fd, key, next) !== 0) {
+        const errno = libc().errno();
+        if (errno === ENOENT) return keys;
+        throw new LibbpfError(`list the keys of map ${this.name}`, errno);
+      }
+      keys.push(next);
+      key = next;
+    }
+  }
+
   /** Removes `key`; false when it was absent. */
   delete(key: Uint8Array): boolean {
     if (libbpf().fn.bpf_map_delete_elem(this.fd, key) === 0) return true;

@@ -15,7 +15,8 @@
 import { parseOptions } from "./options.ts";
 import type { Pid } from "../types.ts";
 import { STDOUT_PATH } from "../output/output_file.ts";
-import { parseFrequency, parsePid, parseSeconds } from "./numbers.ts";
+import { parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
+import { DEFAULT_OFF_CPU_MIN_US } from "../record/off_cpu.ts";
 import { UsageError } from "./usage_error.ts";
 
 export { UsageError };
@@ -43,6 +44,8 @@ export interface RecordArgs {
   statsPath: string | null;
   /** Keep exact kernel addresses in the profile (it is then readable by its owner only). */
   kernelAddresses: boolean;
+  /** Record off-CPU time too: waits of at least this many µs; null: CPU samples only. */
+  offCpuMinUs: number | null;
 }
 
 export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
@@ -69,6 +72,14 @@ Options:
                            speedscope)
       --demo               profile the built-in demo workload (5 s unless -d)
       --idle               also record idle CPUs
+      --off-cpu            also record off-CPU time: for every thread in scope, the time from being
+                           switched out (blocked on a lock, disk, socket or sleep, or waiting for a
+                           CPU) to running again, charged to the stack it waited in. Folded output is
+                           then in microseconds of wall time (CPU samples weigh the sampling period);
+                           pprof gets an off_cpu/nanoseconds value; HTML switches between on-CPU,
+                           off-CPU and both
+      --off-cpu-min US     with --off-cpu, leave out waits shorter than US microseconds, in the
+                           kernel (default ${DEFAULT_OFF_CPU_MIN_US})
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
       --kernel-addresses   keep exact kernel addresses (pprof locations, unnamed kernel frames); they
                            reveal where the kernel is loaded (KASLR), so the file is then made readable
@@ -109,6 +120,8 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         idle: { type: "boolean" },
         stats: { type: "string" },
         "kernel-addresses": { type: "boolean" },
+        "off-cpu": { type: "boolean" },
+        "off-cpu-min": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     );
@@ -127,6 +140,13 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   if ([demo, pids.length > 0, command.length > 0].filter(Boolean).length > 1) {
     throw new UsageError("choose one of -p, --demo and -- COMMAND");
   }
+  const offCpu = values["off-cpu"] ?? false;
+  if (values["off-cpu-min"] !== undefined && !offCpu) throw new UsageError("--off-cpu-min needs --off-cpu");
+  const offCpuMinUs = !offCpu
+    ? null
+    : values["off-cpu-min"] === undefined
+    ? DEFAULT_OFF_CPU_MIN_US
+    : parseWholeNumber(values["off-cpu-min"], "--off-cpu-min", { min: 0, max: 3_600_000_000, unit: "µs" });
   const output = values.output ?? "profile.pb.gz";
   let format: OutputFormat;
   if (values.format !== undefined) {
@@ -156,5 +176,6 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     idle: values.idle ?? false,
     statsPath: values.stats ?? null,
     kernelAddresses: values["kernel-addresses"] ?? false,
+    offCpuMinUs,
   };
 }

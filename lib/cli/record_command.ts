@@ -179,6 +179,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       start,
       executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
       sampleIdle: args.idle,
+      ...(args.offCpuMinUs === null ? {} : { offCpu: { minNs: args.offCpuMinUs * 1000 } }),
       interrupts,
       onProgress: (progress: RecorderProgress) =>
         status.update(
@@ -220,6 +221,13 @@ export async function recordCommand(argv: string[]): Promise<number> {
   status.note(
     `wrote ${args.output === STDOUT_PATH ? "standard output" : args.output} (${args.format}): ` +
       `${result.samples} samples, ${stacks} distinct stacks` +
+      (args.offCpuMinUs === null
+        ? ""
+        : `, ${result.offCpu.waits} off-CPU waits (${(result.offCpu.ns / 1e9).toFixed(2)} s` +
+          (result.metrics.OffCpuStoreFull > 0
+            ? `, ${result.metrics.OffCpuStoreFull} not kept: too many threads`
+            : "") +
+          ")") +
       (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost") +
       (kernelAddresses && outputs.profile.kind === "file" ? "; it holds kernel addresses: mode 0600" : ""),
   );
@@ -227,6 +235,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
   if (args.statsPath !== null) {
     const stats = {
       samples: result.samples,
+      offCpu: result.offCpu,
       distinctStacks: stacks,
       lost,
       failedRecords: result.failedRecords,

@@ -66,8 +66,15 @@ export interface ProfileLocation {
 export interface ProfileSample {
   /** Indices into {@linkcode Profile.locations}, leaf first (pprof order). */
   locations: number[];
-  /** Number of samples that had exactly this stack on this thread. */
+  /** Number of CPU samples that had exactly this stack on this thread (0 for an off-CPU sample). */
   count: number;
+  /**
+   * Nanoseconds the thread spent switched out (blocked or waiting for a CPU) with exactly this stack, for
+   * a profile recorded with off-CPU time (`record --off-cpu`); absent (0) for a CPU sample. A sample is
+   * either a CPU sample (count > 0) or an off-CPU one (offCpuNs > 0), never both, so that writers can tell
+   * on-CPU from off-CPU time.
+   */
+  offCpuNs?: number;
   pid: number;
   tid: number;
   /** The thread's command name (`comm`) at the time of the samples. */
@@ -93,6 +100,11 @@ export interface Profile {
   durationNs: number;
   /** CPU time one sample stands for, in ns (1e9 / sampling frequency). */
   periodNs: number;
+  /**
+   * Whether off-CPU time was recorded (`record --off-cpu`): writers then show wall time (on-CPU samples
+   * weighted by the period, off-CPU samples by their time), even where no thread was switched out.
+   */
+  offCpu?: boolean;
   mappings: ProfileMapping[];
   locations: ProfileLocation[];
   samples: ProfileSample[];

@@ -34,6 +34,8 @@ export interface ProfileInfo {
   startTimeNs: number;
   durationNs: number;
   periodNs: number;
+  /** Off-CPU time was recorded (see Profile.offCpu); absent otherwise. */
+  offCpu?: boolean;
 }
 
 /** Symbolizers to use instead of fresh ones (tests, or reuse across profiles). */
@@ -152,7 +154,9 @@ class Builder {
     }
     return {
       locations: perFrame.flat(),
-      count: stack.count,
+      // An off-CPU stack's count is its number of waits: its weight is the time.
+      count: stack.offCpu ? 0 : stack.count,
+      ...(stack.offCpu ? { offCpuNs: stack.offCpuNs } : {}),
       pid: stack.pid,
       tid: stack.tid,
       comm: stack.comm,

@@ -44,7 +44,7 @@ function libcFunction(name: string): number {
 }
 
 function stack(frames: StackFrame[]): Stack {
-  return { pid: 1 as Pid, tid: 1 as Tid, comm: "t", frames, stopReason: 0, count: 1 };
+  return { pid: 1 as Pid, tid: 1 as Tid, comm: "t", frames, stopReason: 0, count: 1, offCpuNs: 0 };
 }
 
 function kernelFrame(address: number): StackFrame {

@@ -218,6 +218,11 @@ export class Recorder {
     return this.#table.samples;
   }
 
+  /** Off-CPU waits received since the last reset, and their total ns. */
+  get offCpu(): { waits: number; ns: number } {
+    return { waits: this.#table.offCpuWaits, ns: this.#table.offCpuNs };
+  }
+
   /** Records skipped because handling them failed (see {@linkcode drain}). */
   get failedRecords(): number {
     return this.#failedRecords;
@@ -381,6 +386,7 @@ export class Recorder {
       startTimeNs: this.#intervalStartNs,
       durationNs: nowNs - this.#intervalStartNs,
       periodNs: this.tracer.periodNs,
+      ...(this.tracer.offCpu ? { offCpu: true } : {}),
     };
   }
 
@@ -435,6 +441,8 @@ export class Recorder {
     // The command may take seconds to stop after this, and symbolizing longer: neither was sampled.
     this.#stoppedAtNs ??= Date.now() * 1e6;
     this.drain();
+    // Threads still switched out: their waits so far, while their processes are still known.
+    this.tracer.drainSwitchedOut(this.#table);
   }
 
   /** Stops and releases everything. Safe to call twice. */

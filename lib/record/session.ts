@@ -25,6 +25,7 @@ import { InterruptedError, Interrupts } from "../sys/interrupts.ts";
 import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { PerfMapsStats } from "../symbolize/perf_maps.ts";
+import type { OffCpuOptions } from "./off_cpu.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -49,6 +50,8 @@ export interface SessionOptions {
   /** The workload's executable and libraries, if known: their tables are prepared before it starts. */
   executables?: readonly string[];
   sampleIdle?: boolean;
+  /** Also record off-CPU time (lib/record/off_cpu.ts). */
+  offCpu?: OffCpuOptions;
   /**
    * The stop signals caught for the caller's whole run (so that one during the caller's own work after the
    * session does no harm); by default the session catches them while it runs.
@@ -75,6 +78,8 @@ export interface SessionResult {
   metrics: TracerMetrics;
   /** Samples received by the host. */
   samples: number;
+  /** Off-CPU waits received by the host, and their total ns (0 without off-CPU time). */
+  offCpu: { waits: number; ns: number };
   /** Records the host could not handle and skipped (each a sample or a process event). */
   failedRecords: number;
   /** How the started command's first process ended (`code` 128 + N for signal N), if one was started. */
@@ -110,6 +115,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
     pids: options.processes.map((process) => process.pid),
     followChildrenOf: options.start ? [Deno.pid as Pid] : [],
     sampleIdle: options.sampleIdle,
+    offCpu: options.offCpu,
     preloadPaths: options.executables ?? [],
     advise: options.onAdvice,
   });
@@ -178,6 +184,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
       symbolized: complete,
       metrics: recorder.metrics(),
       samples: recorder.samples,
+      offCpu: recorder.offCpu,
       failedRecords: recorder.failedRecords,
       commandStatus: command?.exitStatus ?? null,
       stoppedBy,

@@ -24,7 +24,7 @@ import type { ExecutableMapping, MappingEventSink } from "../perf/perf_records.t
 import type { MappedFile } from "../process/mapped_file.ts";
 import type { ProcessManager } from "../process/process_manager.ts";
 import type { Address, KernelAddress, Pid, Tid } from "../types.ts";
-import { EventKind, FrameFlag, FrameMarker, TraceFlag } from "../../support/types.ts";
+import { EventKind, FrameFlag, FrameMarker, TraceFlag, TraceOrigin } from "../../support/types.ts";
 import {
   type CopiedFrameSink,
   type CopiedStack,
@@ -61,6 +61,7 @@ import {
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
   RECORD_KTIME,
+  RECORD_OFF_CPU_NS,
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
@@ -69,6 +70,7 @@ import {
   TRACE_KERNEL_FRAMES,
   TRACE_NUM_FRAMES,
   TRACE_NUM_LABELS,
+  TRACE_ORIGIN,
   TRACE_STOP_REASON,
 } from "./trace_format.ts";
 
@@ -123,7 +125,15 @@ export interface Stack {
   readonly labels?: readonly SampleLabel[];
   /** The user frames were unwound on the host from a copy of the stack (see StackFrame.hostUnwound). */
   readonly hostUnwound?: boolean;
+  /**
+   * The thread was switched out here (off-CPU time) rather than sampled on a CPU: `count` is then the
+   * number of waits and `offCpuNs` their total length.
+   */
+  readonly offCpu?: boolean;
+  /** Traces with exactly this stack: CPU samples, or waits of an off-CPU stack. */
   count: number;
+  /** ns the thread spent switched out with this stack; 0 for CPU samples. */
+  offCpuNs: number;
 }
 
 interface Entry {
@@ -197,8 +207,11 @@ export class StackTable implements RecordSink, MappingEventSink {
   #words: Uint32Array | null = null;
   /** Processes that exited in the current drain, forgotten at its end. */
   #exited = new Set<Pid>();
-  /** Samples seen (sum of all counts). */
+  /** CPU samples seen (sum of the counts of the stacks that are not off-CPU). */
   samples = 0;
+  /** Off-CPU waits seen, and their total ns. */
+  offCpuWaits = 0;
+  offCpuNs = 0;
   /** CLOCK_MONOTONIC time of the first sample in ns, or -1 before it. */
   firstSampleKtimeNs = -1;
 
@@ -349,7 +362,7 @@ export class StackTable implements RecordSink, MappingEventSink {
     const count = (length - KEY_START) >>> 2;
     let hash = 0x811c9dc5;
     for (let i = 0; i < count; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
-    this.#countSample(view, offset);
+    const offCpuNs = this.#countTrace(view, offset);
     for (let entry = this.#buckets.get(hash) ?? null; entry !== null; entry = entry.next) {
       const stored = entry.words;
       if (stored.length !== count) continue;
@@ -362,10 +375,12 @@ export class StackTable implements RecordSink, MappingEventSink {
       }
       if (equal) {
         entry.stack.count++;
+        entry.stack.offCpuNs += offCpuNs;
         return;
       }
     }
     let stack = this.#decode(view, offset, length);
+    stack.offCpuNs = offCpuNs;
     if (stack.frames.some((frame) => frame.symbol !== undefined)) {
       // Interpreter frames carry the instruction offset, so nearly every sample is a new trace: merge
       // traces that name the same functions and lines, and stop remembering raw forms past a budget so
@@ -374,6 +389,7 @@ export class StackTable implements RecordSink, MappingEventSink {
       const known = this.#interpreterStacks.get(key);
       if (known !== undefined) {
         known.count++;
+        known.offCpuNs += offCpuNs;
         stack = known;
       } else {
         this.#interpreterStacks.set(key, stack);
@@ -392,11 +408,19 @@ export class StackTable implements RecordSink, MappingEventSink {
     this.#buckets.set(hash, entry);
   }
 
-  #countSample(view: DataView, offset: number): void {
+  /** Counts the trace at `offset` as a CPU sample or an off-CPU wait; returns the wait's ns (0 for a sample). */
+  #countTrace(view: DataView, offset: number): number {
+    if (view.getUint8(offset + TRACE_ORIGIN) === TraceOrigin.OffCpu) {
+      const ns = readU64(view, offset + RECORD_OFF_CPU_NS);
+      this.offCpuWaits++;
+      this.offCpuNs += ns;
+      return ns;
+    }
     if (this.samples++ === 0) {
       this.firstSampleKtimeNs = view.getUint32(offset + RECORD_KTIME + 4, true) * 0x100000000 +
         view.getUint32(offset + RECORD_KTIME, true);
     }
+    return 0;
   }
 
   /**
@@ -404,7 +428,7 @@ export class StackTable implements RecordSink, MappingEventSink {
    * time and merged into its stack by what it names.
    */
   #addCopiedTrace(view: DataView, offset: number, length: number): void {
-    this.#countSample(view, offset);
+    this.#countTrace(view, offset);
     const stack = this.#decode(view, offset, length);
     const hash = framesHash(stack);
     const bucket = this.#copiedStacks.get(hash);
@@ -539,7 +563,7 @@ export class StackTable implements RecordSink, MappingEventSink {
     if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
       const stopReason = this.#unwindCopy(view, offset, length, pid, frames);
       const tid = view.getUint32(offset + RECORD_TID, true) as Tid;
-      return { pid, tid, comm, frames, stopReason, hostUnwound: true, count: 1 };
+      return { pid, tid, comm, frames, stopReason, hostUnwound: true, count: 1, offCpuNs: 0 };
     }
     const labels = decodeLabels(
       view,
@@ -554,7 +578,9 @@ export class StackTable implements RecordSink, MappingEventSink {
       frames,
       stopReason: view.getUint8(offset + TRACE_STOP_REASON),
       ...(labels.length > 0 ? { labels } : {}),
+      ...(view.getUint8(offset + TRACE_ORIGIN) === TraceOrigin.OffCpu ? { offCpu: true } : {}),
       count: 1,
+      offCpuNs: 0,
     };
   }
 }
@@ -620,7 +646,7 @@ function readU64(view: DataView, at: number): number {
 
 /** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */
 function decodedKey(stack: Stack): string {
-  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}`;
+  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}${stack.offCpu ? "\0o" : ""}`;
   for (const label of stack.labels ?? []) key += `\0l${label.key}\x01${label.value}`;
   for (const frame of stack.frames) {
     const symbol = frame.symbol;

@@ -16,6 +16,7 @@ import {
 const header = traceLayout.hdr.offset;
 export const RECORD_KIND = header + eventHeaderLayout.kind.offset;
 export const RECORD_KTIME = header + eventHeaderLayout.ktime.offset;
+export const RECORD_OFF_CPU_NS = header + eventHeaderLayout.off_cpu_ns.offset;
 export const RECORD_PID = header + eventHeaderLayout.pid.offset;
 export const RECORD_TID = header + eventHeaderLayout.tid.offset;
 export const TRACE_COMM = traceLayout.comm.offset;
@@ -23,6 +24,7 @@ export const COMM_LENGTH = traceLayout.comm.size;
 export const TRACE_NUM_FRAMES = traceLayout.num_frames.offset;
 export const TRACE_KERNEL_FRAMES = traceLayout.kernel_frames.offset;
 export const TRACE_STOP_REASON = traceLayout.stop_reason.offset;
+export const TRACE_ORIGIN = traceLayout.origin.offset;
 export const TRACE_FRAMES = traceLayout.frames.offset;
 export const TRACE_NUM_LABELS = traceLayout.num_labels.offset;
 export const LABEL_SIZE = traceLabelLayout.sizeof;

@@ -23,7 +23,9 @@ import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
-import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
+import { closePerfEvent, openContextSwitches, openCpuClock } from "../perf/perf_event.ts";
+import { drainSwitchedOut, offCpuCapacity, type OffCpuOptions } from "./off_cpu.ts";
+import { monotonicNs } from "../sys/monotonic_clock.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { EAGAIN } from "../sys/errno.ts";
 import { writeKernelFields } from "./kernel_fields.ts";
@@ -75,6 +77,11 @@ export interface TracerOptions {
    */
   paused?: boolean;
   /**
+   * Also record off-CPU time: every thread in scope is unwound when it is switched out, and its trace sent
+   * with how long it was away when it comes back (lib/record/off_cpu.ts).
+   */
+  offCpu?: OffCpuOptions;
+  /**
    * Verify and load every runtime's unwinder at start, not when the session first meets the runtime
    * (`omniprof check`: where a program this kernel's verifier refuses must show).
    */
@@ -89,6 +96,9 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
  * gives it (`Runtime.bpfMetrics`).
  */
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
+
+/** The programs of off-CPU time, loaded only when it is recorded. */
+const OFF_CPU_PROGRAMS = ["off_cpu_switch_out", "off_cpu_switch_in"] as const;
 
 /** The largest trace record without a stack copy: every frame and every label. */
 const MAX_TRACE_RECORD = traceLayout.copy_room.offset;
@@ -123,6 +133,10 @@ function ringBufferBytes(cpus: number, frequencyHz: number, stackCopy: StackCopy
 export class Tracer {
   readonly cpus: number[];
   readonly periodNs: number;
+  /** The off-CPU settings, or null when only CPU samples are recorded. */
+  readonly offCpu: OffCpuOptions | null;
+  /** CLOCK_MONOTONIC ns when sampling stopped, or null while it runs. */
+  #stoppedAtNs: number | null = null;
   #kernelNames: BpfKernelNames | null = null;
   #object: BpfObject;
   #unwinders: UnwindProgramTable;
@@ -132,7 +146,14 @@ export class Tracer {
   #waiter: RingBufferWaiter | null = null;
   #closed = false;
 
-  private constructor(object: BpfObject, unwinders: UnwindProgramTable, cpus: number[], periodNs: number) {
+  private constructor(
+    object: BpfObject,
+    unwinders: UnwindProgramTable,
+    cpus: number[],
+    periodNs: number,
+    offCpu: OffCpuOptions | null,
+  ) {
+    this.offCpu = offCpu;
     this.#object = object;
     this.#unwinders = unwinders;
     this.cpus = cpus;
@@ -168,7 +189,7 @@ export class Tracer {
       object.close();
       throw error;
     }
-    const tracer = new Tracer(object, unwinders, cpus, periodNs);
+    const tracer = new Tracer(object, unwinders, cpus, periodNs, options.offCpu ?? null);
     try {
       const rodata = object.map(".rodata").initialValue();
       const config = rodataOffsets.tracer_config;
@@ -183,6 +204,18 @@ export class Tracer {
       );
       writeKernelFields(rodata, config + tracerConfigLayout.kernel.offset);
       object.map("events").setMaxEntries(ringBytes);
+      if (options.offCpu) {
+        rodata[config + tracerConfigLayout.off_cpu.offset] = 1;
+        new DataView(rodata.buffer, rodata.byteOffset).setBigUint64(
+          config + tracerConfigLayout.off_cpu_min_ns.offset,
+          BigInt(Math.round(options.offCpu.minNs)),
+          true,
+        );
+        const wholeSystem = !filtered;
+        object.map("off_cpu_traces").setMaxEntries(offCpuCapacity(options.pids ?? [], wholeSystem));
+      } else {
+        for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
+      }
       allocateOnDemand(object);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
@@ -206,6 +239,8 @@ export class Tracer {
       for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"] as const) {
         tracer.#links.push(object.program(name).attach());
       }
+      // The switch-in half before the switch-outs it pairs with (startSampling).
+      if (options.offCpu) tracer.#links.push(object.program("off_cpu_switch_in").attach());
       if (!options.paused) tracer.startSampling();
     } catch (error) {
       tracer.close();
@@ -246,15 +281,23 @@ export class Tracer {
     this.#object.map("pid_filter").delete(u32Key(pid));
   }
 
-  /** Attaches the sampling program to a cpu-clock event on every CPU. Once, after a paused start. */
+  /**
+   * Attaches the sampling program to a cpu-clock event on every CPU, and with off-CPU time the switch-out
+   * program to a context-switches event on every CPU. Once, after a paused start.
+   */
   startSampling(): void {
     if (this.#sampling) return;
     this.#sampling = true;
-    const sampler = this.#object.program("sample_cpu");
+    this.#attachPerCpu("sample_cpu", (cpu) => openCpuClock(cpu, this.periodNs));
+    if (this.offCpu) this.#attachPerCpu("off_cpu_switch_out", openContextSwitches);
+  }
+
+  #attachPerCpu(program: "sample_cpu" | "off_cpu_switch_out", open: (cpu: number) => number): void {
+    const bpf = this.#object.program(program);
     for (const cpu of this.cpus) {
-      const fd = openCpuClock(cpu, this.periodNs);
+      const fd = open(cpu);
       try {
-        this.#links.push(sampler.attachPerfEvent(fd));
+        this.#links.push(bpf.attachPerfEvent(fd));
       } catch (error) {
         closePerfEvent(fd);
         throw error;
@@ -287,6 +330,16 @@ export class Tracer {
   stopSampling(): void {
     for (const link of this.#links) link.close();
     this.#links = [];
+    if (this.#sampling) this.#stoppedAtNs ??= monotonicNs();
+  }
+
+  /**
+   * After {@linkcode stopSampling}, with off-CPU time: hands `sink` the threads still switched out then,
+   * each with its wait up to then (lib/record/off_cpu.ts). Returns how many.
+   */
+  drainSwitchedOut(sink: RecordSink): number {
+    if (this.offCpu === null || this.#stoppedAtNs === null || this.#closed) return 0;
+    return drainSwitchedOut(this.#object.map("off_cpu_traces"), this.#stoppedAtNs, this.offCpu.minNs, sink);
   }
 
   /** Reads the BPF counters. */

@@ -1,0 +1,103 @@
+/**
+ * Off-CPU time, the host's part: how many switched-out threads BPF keeps room for, and the waits still
+ * going on when a recording stops. BPF unwinds a thread in scope each time it is switched out
+ * (`off_cpu_switch_out`, bpf/tracer.bpf.c) and keeps the trace by thread id; when the thread is switched
+ * back in (bpf/off_cpu.bpf.c) the trace goes to the ring buffer with how long the thread was away, if
+ * that is at least the minimum. A thread that never came back before the end (a lock held for the whole
+ * session) would show nothing; {@linkcode drainSwitchedOut} charges its wait up to the end instead.
+ *
+ * @example
+ * ```ts ignore
+ * import { drainSwitchedOut, offCpuCapacity } from "./off_cpu.ts";
+ * object.map("off_cpu_traces").setMaxEntries(offCpuCapacity([]));
+ * // ... after the programs are detached:
+ * drainSwitchedOut(object.map("off_cpu_traces"), stoppedAtNs, minNs, table);
+ * ```
+ *
+ * @module
+ */
+import type { BpfMap } from "../bpf/map.ts";
+import type { RecordSink } from "../bpf/ring_buffer.ts";
+import type { Pid } from "../types.ts";
+import { eventHeaderLayout, frameLayout, offCpuTraceLayout } from "../../support/types.ts";
+
+/** What off-CPU recording takes. */
+export interface OffCpuOptions {
+  /** Waits shorter than this many ns are dropped in BPF. */
+  minNs: number;
+}
+
+/**
+ * Default minimum wait, in µs. Measured with the off-CPU bench workload (threads handing a byte back
+ * and forth through pipes, each wait a few µs): see `record --help`.
+ */
+export const DEFAULT_OFF_CPU_MIN_US = 1;
+
+/** Room per switched-out thread: one struct off_cpu_trace (4.6 KB), preallocated by the kernel. */
+export const OFF_CPU_TRACE_BYTES = offCpuTraceLayout.sizeof;
+
+/** Threads kept at least and at most; 1,024 cost 4.7 MB of kernel memory, 16,384 75 MB. */
+const MIN_THREADS = 1024;
+const MAX_THREADS = 16384;
+
+/**
+ * How many switched-out threads BPF keeps room for: twice the threads in scope now (they start more),
+ * within 1,024..16,384. The whole system's when `pids` is empty; a command about to start has none yet,
+ * and gets the minimum.
+ */
+export function offCpuCapacity(pids: readonly Pid[], wholeSystem: boolean): number {
+  const threads = wholeSystem ? threadsOfAll() : pids.reduce((sum, pid) => sum + threadsOf(pid), 0);
+  return Math.min(MAX_THREADS, Math.max(MIN_THREADS, 2 * threads));
+}
+
+function threadsOf(pid: Pid | string): number {
+  try {
+    let count = 0;
+    for (const _ of Deno.readDirSync(`/proc/${pid}/task`)) count++;
+    return count;
+  } catch {
+    return 0; // gone meanwhile
+  }
+}
+
+function threadsOfAll(): number {
+  let count = 0;
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (/^\d+$/.test(entry.name)) count += threadsOf(entry.name);
+  }
+  return count;
+}
+
+const OFF_CPU_NS = eventHeaderLayout.off_cpu_ns.offset + offCpuTraceLayout.hdr.offset;
+const KTIME = eventHeaderLayout.ktime.offset + offCpuTraceLayout.hdr.offset;
+
+/**
+ * Hands `sink` a trace for each thread still switched out in `traces` (the `off_cpu_traces` map) when the
+ * programs were detached at `stoppedAtNs` (CLOCK_MONOTONIC), with its wait so far, if at least `minNs`;
+ * empties the map. Returns how many it handed over. Call after detaching, so that nothing changes the
+ * map meanwhile.
+ */
+export function drainSwitchedOut(
+  traces: BpfMap,
+  stoppedAtNs: number,
+  minNs: number,
+  sink: RecordSink,
+): number {
+  const value = new Uint8Array(OFF_CPU_TRACE_BYTES);
+  const view = new DataView(value.buffer);
+  let sent = 0;
+  for (const key of traces.keys(4)) {
+    if (!traces.lookup(key, value)) continue;
+    traces.delete(key);
+    const away = stoppedAtNs - Number(view.getBigUint64(KTIME, true));
+    if (!(away >= minNs)) continue;
+    view.setBigUint64(OFF_CPU_NS, BigInt(Math.round(away)), true);
+    const frames = Math.min(
+      view.getUint16(offCpuTraceLayout.num_frames.offset, true),
+      offCpuTraceLayout.frames.size / frameLayout.sizeof,
+    );
+    sink.onRecord(view, 0, offCpuTraceLayout.frames.offset + frames * frameLayout.sizeof);
+    sent++;
+  }
+  return sent;
+}

@@ -125,6 +125,8 @@ export interface DrawnFrame {
 export interface PageHook {
   frames(): DrawnFrame[];
   view(): "flame" | "icicle";
+  /** What amounts are: "samples", or the time an off-CPU profile's page shows. */
+  time(): "samples" | "cpu" | "off" | "wall";
   zoomed(): string;
   search(): { query: string; matchedSamples: number[]; samples: number[]; text: string };
   canvasWidth(): number;

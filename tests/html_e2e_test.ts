@@ -264,3 +264,98 @@ Deno.test(
     },
   ),
 );
+
+/** A server thread computing (CPU samples) and one blocked in read (off-CPU samples), at 100 Hz. */
+function offCpuProfile(): Profile {
+  const frame = (kind: FrameKind, functionName: string): ProfileLocation => ({
+    kind,
+    mapping: -1,
+    address: 0,
+    functionName,
+    sourceFile: "",
+    line: 0,
+  });
+  return {
+    startTimeNs: 1.7e18,
+    durationNs: 2e9,
+    periodNs: 10_000_000,
+    offCpu: true,
+    mappings: [],
+    locations: [
+      frame("native", "main"),
+      frame("native", "compute"),
+      frame("native", "wait_io"),
+      frame("kernel", "schedule"),
+    ],
+    samples: [
+      // 30 samples: 300 ms on the CPU.
+      { locations: [1, 0], count: 30, pid: 40, tid: 40, comm: "server" },
+      // 1.2 s switched out in wait_io.
+      { locations: [3, 2, 0], count: 0, offCpuNs: 1_200_000_000, pid: 40, tid: 41, comm: "server-io" },
+      // 10 samples of wait_io on the CPU: 100 ms.
+      { locations: [2, 0], count: 10, pid: 40, tid: 41, comm: "server-io" },
+    ],
+  };
+}
+
+Deno.test(
+  browserTest("an off-CPU profile's page switches between on-CPU, off-CPU and wall time", async () => {
+    const dir = tempDir();
+    try {
+      const html = `${dir}/off-cpu.html`;
+      Deno.writeTextFileSync(html, formatFlamegraphHtml(offCpuProfile(), { title: "off-CPU" }));
+      const opened = await openPage(html);
+      const { page } = opened;
+      try {
+        const widthOf = async (name: string) =>
+          (await drawnFrames(page)).filter((f) => f.name === name).reduce((sum, f) => sum + f.width, 0);
+        const canvas = await hook(page, "canvasWidth");
+        // Opens on both: 300 ms + 100 ms on the CPU and 1.2 s off it, 1.6 s in all.
+        assert.equal(await hook(page, "time"), "wall");
+        assert.equal(await page.locator("#time-wall").getAttribute("aria-pressed"), "true");
+        assert.deepEqual((await hook(page, "search")).samples, [1_600_000_000]);
+        assert.match(await page.locator("#facts").innerText(), /400\.0 ms on-CPU · 1\.20 s off-CPU/);
+        assert.ok(Math.abs(await widthOf("wait_io") - canvas * 1.3 / 1.6) < 1, "wait_io: 1.3 s of 1.6 s");
+        await screenshot(page, "html_e2e_off_cpu_wall.png");
+
+        // Hover wait_io: its time, not samples.
+        const waitIo = (await drawnFrames(page)).find((f) => f.name === "wait_io")!;
+        const box = (await page.locator("#canvas").boundingBox())!;
+        await page.mouse.move(box.x + waitIo.x + waitIo.width / 2, box.y + waitIo.y + waitIo.height / 2);
+        const tip = await page.locator("#tooltip").innerText();
+        assert.match(tip, /total 1\.30 s wall time \(81\.3%\)/);
+        assert.match(tip, /self 100\.0 ms wall time \(6\.25%\)/);
+
+        // On-CPU: 400 ms, wait_io its 100 ms; schedule (off-CPU only) is gone.
+        await page.click("#time-cpu");
+        assert.equal(await hook(page, "time"), "cpu");
+        assert.deepEqual((await hook(page, "search")).samples, [400_000_000]);
+        assert.ok(Math.abs(await widthOf("wait_io") - canvas * 0.25) < 1);
+        assert.equal(await widthOf("schedule"), 0);
+        assert.equal(await page.locator("#time-cpu").getAttribute("aria-pressed"), "true");
+        assert.equal(await page.locator("#time-wall").getAttribute("aria-pressed"), "false");
+
+        // Off-CPU: 1.2 s, all of it under wait_io and schedule; compute is gone.
+        await page.click("#time-off");
+        assert.deepEqual((await hook(page, "search")).samples, [1_200_000_000]);
+        assert.equal(await widthOf("compute"), 0);
+        assert.ok(Math.abs(await widthOf("schedule") - canvas) < 1);
+        await page.fill("#search", "schedule");
+        assert.match((await hook(page, "search")).text, /matched: 100\.0% of off-CPU time \(1\.20 s\)/);
+        assert.match(
+          await page.locator("#table tbody tr").first().innerText(),
+          /^schedule\t.*\t1\.20 s\t100\.0%/,
+        );
+        await screenshot(page, "html_e2e_off_cpu_off.png");
+
+        await page.click("#time-wall");
+        assert.deepEqual((await hook(page, "search")).samples, [1_600_000_000]);
+        assert.deepEqual(opened.requests, [new URL(`file://${html}`).href]);
+      } finally {
+        await opened.close();
+      }
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);

@@ -4,6 +4,9 @@
  * hover details, click to zoom, search, process and thread filters, and a sortable top-functions table.
  * The same page shows differential profiles (see diff_html.ts in lib/report).
  *
+ * A profile with off-CPU time gets a control in the toolbar to show on-CPU time, off-CPU time or both
+ * (wall time, the default); a page without it has no such control, and reads as before.
+ *
  * The page's code lives in page_model.js (the computations, tested in Deno) and page_view.js (the DOM),
  * embedded at build time as text, like its style in page.css.
  *
@@ -50,6 +53,10 @@ export function renderFlamegraphPage(data: FlamegraphData): string {
   // `<` is escaped so no string in the profile can close the script element; the JSON stays valid.
   const json = JSON.stringify(data).replace(/</g, "\\u003c");
   const script = modelScript + "\n" + viewScript.replace(/^import\s[^;]*;\s*$/gm, "");
+  const timeControl = data.sampleOffCpuNs === undefined ? "" : `
+  <div class="seg" role="group" aria-label="Time">
+    <button id="time-cpu" type="button" aria-pressed="false" title="Time on a CPU">On-CPU</button><button id="time-off" type="button" aria-pressed="false" title="Time switched out: blocked or waiting for a CPU">Off-CPU</button><button id="time-wall" type="button" aria-pressed="true" title="Both: wall time">Both</button>
+  </div>`;
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -69,7 +76,7 @@ ${style}</style>
 <nav class="toolbar">
   <div class="seg" role="group" aria-label="Orientation">
     <button id="view-flame" type="button" aria-pressed="true" title="Roots at the bottom">Flame</button><button id="view-icicle" type="button" aria-pressed="false" title="Roots at the top">Icicle</button>
-  </div>
+  </div>${timeControl}
   <input id="search" type="search" placeholder="Search functions: text or /regex/" autocomplete="off" spellcheck="false" aria-label="Search functions">
   <span id="match" class="match" aria-live="polite"></span>
   <span class="spacer"></span>

@@ -10,6 +10,10 @@
  * (0: before, 1: after) and code frames are keyed by kind and name only, so the same function in two
  * builds of a program is one frame.
  *
+ * A profile with off-CPU time (`record --off-cpu`) also keeps, per sample, the ns its thread was switched
+ * out (`sampleOffCpuNs`, beside the CPU sample counts), and its series its totals, so that the page can
+ * show on-CPU time, off-CPU time or both; data without off-CPU time has neither field, as before.
+ *
  * @example
  * ```ts
  * import { flamegraphData } from "./flamegraph_data.ts";
@@ -24,6 +28,7 @@
 
 import type { FrameKind, Profile } from "../../profile/profile.ts";
 import { processNames } from "../../profile/process_names.ts";
+import { hasOffCpuTime, sampleOffCpuNs } from "../../profile/wall_time.ts";
 import { type KindColour, runtimeFrameKinds } from "../../profile/frame_kinds.ts";
 
 /** A frame kind, plus `"process"` for the pseudo frames that stand for processes. */
@@ -45,6 +50,11 @@ export interface FlamegraphSeries {
   periodNs: number;
   /** Wall-clock start, ns since the Unix epoch (0 when unknown). */
   startTimeNs: number;
+  /**
+   * Sum of the off-CPU time of its samples in ns, present only for a profile recorded with off-CPU time
+   * (even when 0): its presence is what tells the page to offer on-CPU, off-CPU and wall time.
+   */
+  offCpuNs?: number;
 }
 
 /**
@@ -81,6 +91,11 @@ export interface FlamegraphData {
   sampleNode: number[];
   sampleThread: number[];
   sampleCount: number[];
+  /**
+   * Off-CPU ns of each sample (0 for CPU samples), present only when a series has off-CPU time; a sample
+   * then has a count, off-CPU time or both (samples of one node and thread are merged).
+   */
+  sampleOffCpuNs?: number[];
 }
 
 /** Options of {@linkcode flamegraphData} and {@linkcode diffFlamegraphData}. */
@@ -154,6 +169,7 @@ class DataBuilder {
   readonly #recordLength: number[] = [];
   readonly #recordThread: number[] = [];
   readonly #recordCount: number[] = [];
+  readonly #recordOffCpuNs: number[] = [];
   readonly #threads: number[] = [];
   /** Thread ids by tid: the (series, pid, comm) variants seen with that tid. */
   readonly #threadIds = new Map<number, { series: number; pid: number; comm: string; id: number }[]>();
@@ -186,7 +202,9 @@ class DataBuilder {
       }
       this.#doneSamples++;
       const sample = samples[s]!;
-      if (!(sample.count > 0)) continue;
+      const count = sample.count > 0 ? sample.count : 0;
+      const offCpuNs = sampleOffCpuNs(sample);
+      if (count === 0 && offCpuNs === 0) continue;
       let process = processFrame.get(sample.pid);
       if (process === undefined) {
         const name = nameOfProcess.get(sample.pid) ?? "";
@@ -219,7 +237,8 @@ class DataBuilder {
       this.#recordStart.push(start);
       this.#recordLength.push(leafFirst.length + 1);
       this.#recordThread.push(this.#thread(series, sample.pid, sample.tid, sample.comm));
-      this.#recordCount.push(sample.count);
+      this.#recordCount.push(count);
+      this.#recordOffCpuNs.push(offCpuNs);
     }
   }
 
@@ -278,6 +297,7 @@ class DataBuilder {
     const sampleNode: number[] = [];
     const sampleThread: number[] = [];
     const sampleCount: number[] = [];
+    const sampleOffCpu: number[] = [];
     const path: number[] = [];
     let previous = -1;
     for (const record of order) {
@@ -299,10 +319,12 @@ class DataBuilder {
         previous >= 0 && shared === length && lengths[previous] === length && threadOf[previous] === thread
       ) {
         sampleCount[sampleCount.length - 1]! += this.#recordCount[record]!;
+        sampleOffCpu[sampleOffCpu.length - 1]! += this.#recordOffCpuNs[record]!;
       } else {
         sampleNode.push(path[length - 1]!);
         sampleThread.push(thread);
         sampleCount.push(this.#recordCount[record]!);
+        sampleOffCpu.push(this.#recordOffCpuNs[record]!);
       }
       previous = record;
     }
@@ -311,6 +333,7 @@ class DataBuilder {
     const threads = this.#threads.slice();
     for (let t = 0; t < threads.length; t += 4) threads[t + 2] = stringRank[threads[t + 2]!]!;
     const seriesNames = this.#options.seriesNames ?? (mode === "diff" ? ["before", "after"] : ["profile"]);
+    const offCpu = this.#profiles.map((profile) => hasOffCpuTime(profile));
     return {
       format: "omniprof-flamegraph",
       version: 1,
@@ -322,6 +345,9 @@ class DataBuilder {
         durationNs: profile.durationNs,
         periodNs: profile.periodNs,
         startTimeNs: profile.startTimeNs,
+        ...(offCpu[i]
+          ? { offCpuNs: profile.samples.reduce((sum, sample) => sum + sampleOffCpuNs(sample), 0) }
+          : {}),
       })),
       strings,
       kinds: kindNames,
@@ -336,6 +362,7 @@ class DataBuilder {
       sampleNode,
       sampleThread,
       sampleCount,
+      ...(offCpu.includes(true) ? { sampleOffCpuNs: sampleOffCpu } : {}),
     };
   }
 

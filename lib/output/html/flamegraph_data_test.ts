@@ -165,3 +165,41 @@ Deno.test("diffFlamegraphData() matches functions by kind and name across two bu
   assert.deepEqual(names.sort(), ["a", "c", "chain", "chain", "d", "main"]);
   assert.deepEqual(data.threads.filter((_, i) => i % 4 === 3), [0, 1], "threads carry their series");
 });
+
+Deno.test("flamegraphData() of an off-CPU profile keeps each sample's off-CPU ns beside its count", () => {
+  const profile = profileOf([
+    "app/7/7: main;work 3",
+    "app/7/7: main;read;vfs_read[k] 0",
+    "app/7/8: main;read;vfs_read[k] 0",
+  ]);
+  profile.offCpu = true;
+  profile.samples[1]!.offCpuNs = 40_000_000;
+  profile.samples[2]!.offCpuNs = 2_000_000;
+  // A CPU sample of the same stack and thread as the first off-CPU one: merged with it.
+  profile.samples.push({ ...profile.samples[1]!, count: 1, offCpuNs: undefined });
+  const data = flamegraphData(profile);
+  const name = (frame: number) => data.strings[data.frames[3 * frame]!]!;
+  const rows = data.sampleNode.map((node, s) => {
+    const parts: string[] = [];
+    for (let n = node; n > 0; n -= data.nodeParentDistance[n]!) parts.unshift(name(data.nodeFrame[n]!));
+    return `${parts.join(";")}@${data.threads[4 * data.sampleThread[s]! + 1]} ${data.sampleCount[s]} ${
+      data.sampleOffCpuNs![s]
+    }`;
+  }).sort();
+  assert.deepEqual(rows, [
+    "app;main;read;vfs_read@7 1 40000000",
+    "app;main;read;vfs_read@8 0 2000000",
+    "app;main;work@7 3 0",
+  ]);
+  assert.equal(data.series[0]!.samples, 4);
+  assert.equal(data.series[0]!.offCpuNs, 42_000_000);
+});
+
+Deno.test("flamegraphData() without off-CPU time has no off-CPU fields", () => {
+  const data = flamegraphData(profileOf(["app/7/7: main;work 3"]));
+  assert.equal("sampleOffCpuNs" in data, false);
+  assert.equal("offCpuNs" in data.series[0]!, false);
+  const recorded = flamegraphData({ ...profileOf(["app/7/7: main;work 3"]), offCpu: true });
+  assert.equal(recorded.series[0]!.offCpuNs, 0, "recorded with off-CPU time, none switched out");
+  assert.deepEqual(recorded.sampleOffCpuNs, [0]);
+});

@@ -61,3 +61,17 @@ Deno.test({
     assert.ok(result.success, new TextDecoder().decode(result.stderr));
   },
 });
+
+Deno.test("formatFlamegraphHtml() offers on-CPU, off-CPU and both only for a profile with off-CPU time", () => {
+  const plain = formatFlamegraphHtml(hostile);
+  assert.ok(!plain.includes('id="time-'), "no time control without off-CPU time");
+  const offCpu = formatFlamegraphHtml({
+    ...hostile,
+    offCpu: true,
+    samples: [...hostile.samples, { locations: [1], count: 0, offCpuNs: 5e6, pid: 5, tid: 6, comm: "io" }],
+  });
+  const buttons = [...offCpu.matchAll(/<button id="time-(\w+)"[^>]*aria-pressed="(\w+)"[^>]*>([^<]*)</g)]
+    .map(([, id, pressed, text]) => `${id} ${pressed} ${text}`);
+  assert.deepEqual(buttons, ["cpu false On-CPU", "off false Off-CPU", "wall true Both"]);
+  assert.deepEqual(embeddedData(offCpu).sampleOffCpuNs?.toSorted(), [0, 5e6]);
+});

@@ -11,6 +11,10 @@
  * wide enough to draw. All of them are linear in the number of nodes or samples, with no allocation per
  * node: that is what keeps a profile with 100,000 distinct stacks responsive.
  *
+ * A profile with off-CPU time is counted in ns of the time chosen with {@linkcode weighSamples} (on-CPU,
+ * off-CPU or both: wall time), not in samples; every function below counts `sampleWeight`, so they need
+ * not know which.
+ *
  * @module
  */
 
@@ -21,6 +25,7 @@
  * @property {number} durationNs
  * @property {number} periodNs
  * @property {number} startTimeNs
+ * @property {number} [offCpuNs] total off-CPU ns; present only when recorded with off-CPU time
  */
 
 /**
@@ -41,6 +46,7 @@
  * @property {number[]} sampleNode
  * @property {number[]} sampleThread
  * @property {number[]} sampleCount
+ * @property {number[]} [sampleOffCpuNs] off-CPU ns of each sample, when a series has off-CPU time
  */
 
 /**
@@ -66,8 +72,13 @@
  * @property {Int32Array} threadSeries
  * @property {Int32Array} sampleNode
  * @property {Int32Array} sampleThread
- * @property {Float64Array} sampleCount
+ * @property {Float64Array} sampleCount CPU samples
+ * @property {Float64Array | null} sampleOffCpuNs null when no series has off-CPU time
+ * @property {boolean} offCpu whether a series has off-CPU time (the page then counts time, not samples)
+ * @property {Float64Array} sampleWeight what each sample counts for: its count, or time in ns
  */
+
+/** @typedef {"cpu" | "off" | "wall"} TimeView on-CPU time, off-CPU time, or both */
 
 /**
  * Checks the page data and converts it to typed arrays. Throws a RangeError naming the first problem.
@@ -85,7 +96,8 @@ export function decodeData(data) {
   const sampleCount = data.sampleNode.length;
   if (
     !Number.isInteger(frameCount) || !Number.isInteger(threadCount) || data.nodeFrame.length !== nodeCount ||
-    data.sampleThread.length !== sampleCount || data.sampleCount.length !== sampleCount || nodeCount < 1
+    data.sampleThread.length !== sampleCount || data.sampleCount.length !== sampleCount || nodeCount < 1 ||
+    (data.sampleOffCpuNs !== undefined && data.sampleOffCpuNs.length !== sampleCount)
   ) {
     throw new RangeError("Cannot read the profile data: table lengths disagree");
   }
@@ -112,7 +124,11 @@ export function decodeData(data) {
     sampleNode: Int32Array.from(data.sampleNode),
     sampleThread: Int32Array.from(data.sampleThread),
     sampleCount: Float64Array.from(data.sampleCount),
+    sampleOffCpuNs: data.sampleOffCpuNs === undefined ? null : Float64Array.from(data.sampleOffCpuNs),
+    offCpu: data.sampleOffCpuNs !== undefined,
+    sampleWeight: new Float64Array(0),
   };
+  model.sampleWeight = model.sampleCount;
   const stringCount = data.strings.length;
   for (let f = 0; f < frameCount; f++) {
     const name = data.frames[3 * f] ?? -1, kind = data.frames[3 * f + 1] ?? -1;
@@ -167,7 +183,32 @@ export function decodeData(data) {
       throw new RangeError(`Cannot read the profile data: sample ${s} is out of range`);
     }
   }
+  if (model.offCpu) weighSamples(model, "wall");
   return model;
+}
+
+/**
+ * Makes each sample count for the time `view` asks for, in ns: on-CPU (its count times its series'
+ * period), off-CPU (the time its thread was switched out) or both (wall time). Without off-CPU time
+ * samples keep counting as samples, whatever `view`.
+ * @param {Model} model
+ * @param {TimeView} view
+ * @returns {void}
+ */
+export function weighSamples(model, view) {
+  const off = model.sampleOffCpuNs;
+  if (off === null) {
+    model.sampleWeight = model.sampleCount;
+    return;
+  }
+  const periods = model.series.map((series) => (series.periodNs > 0 ? series.periodNs : 0));
+  const weight = new Float64Array(model.sampleCount.length);
+  for (let i = 0; i < weight.length; i++) {
+    const period = periods[model.threadSeries[model.sampleThread[i] ?? 0] ?? 0] ?? 0;
+    const cpu = view === "off" ? 0 : (model.sampleCount[i] ?? 0) * period;
+    weight[i] = cpu + (view === "cpu" ? 0 : off[i] ?? 0);
+  }
+  model.sampleWeight = weight;
 }
 
 /** @typedef {"process" | "command" | "none"} Grouping */
@@ -372,7 +413,7 @@ export function countTree(model, tree, filter) {
     self.push(new Float64Array(tree.size));
     total.push(new Float64Array(tree.size));
   }
-  const { sampleNode, sampleThread, sampleCount, threadSeries } = model;
+  const { sampleNode, sampleThread, sampleWeight, threadSeries } = model;
   const viewOf = tree.viewOf;
   for (let i = 0; i < sampleNode.length; i++) {
     const thread = sampleThread[i] ?? 0;
@@ -380,7 +421,7 @@ export function countTree(model, tree, filter) {
     const series = self[threadSeries[thread] ?? 0];
     if (series === undefined) continue;
     const v = viewOf[sampleNode[i] ?? 0] ?? 0;
-    series[v] = (series[v] ?? 0) + (sampleCount[i] ?? 0);
+    series[v] = (series[v] ?? 0) + (sampleWeight[i] ?? 0);
   }
   const parent = tree.parent;
   /** @type {number[]} */

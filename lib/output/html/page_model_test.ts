@@ -18,6 +18,7 @@ import {
   searchTree,
   type ViewTree,
   visibleFrames,
+  weighSamples,
 } from "./page_model.js";
 
 /** A profile from `comm/pid/tid: root;...;leaf count` lines. */
@@ -265,4 +266,46 @@ Deno.test("a runtime's frames get the label and colours its descriptor gives, th
   }
   const native = flamegraphData(profileOf(["app/10/12: main 1"]));
   assert.deepEqual(native.kindStyles, {}, "no runtime's style on a page without its frames");
+});
+
+Deno.test("weighSamples() counts an off-CPU page in ns of on-CPU, off-CPU or wall time", () => {
+  const profile = profileOf([
+    "app/1/1: main;compute 3", // 30 ms on the CPU (period 10 ms)
+    "app/1/2: main;read 0", // switched out 45 ms
+    "sh/3/3: main;wait 0", // switched out 1 s
+  ]);
+  profile.offCpu = true;
+  profile.samples[1]!.offCpuNs = 45_000_000;
+  profile.samples[2]!.offCpuNs = 1_000_000_000;
+  const model = decodeData(flamegraphData(profile));
+  assert.equal(model.offCpu, true);
+  const tree = buildViewTree(model, "none");
+  const totals = () => {
+    const counts = countTree(model, tree, null);
+    return [
+      counts.samples[0],
+      counts.total[0]![nodeAt(model, tree, ["main", "compute"])],
+      counts.total[0]![nodeAt(model, tree, ["main", "read"])],
+      counts.total[0]![nodeAt(model, tree, ["main", "wait"])],
+    ];
+  };
+  // Wall time by default.
+  assert.deepEqual(totals(), [1_075_000_000, 30_000_000, 45_000_000, 1_000_000_000]);
+  weighSamples(model, "cpu");
+  assert.deepEqual(totals(), [30_000_000, 30_000_000, 0, 0]);
+  weighSamples(model, "off");
+  assert.deepEqual(totals(), [1_045_000_000, 0, 45_000_000, 1_000_000_000]);
+  weighSamples(model, "wall");
+  assert.deepEqual(totals(), [1_075_000_000, 30_000_000, 45_000_000, 1_000_000_000]);
+});
+
+Deno.test("weighSamples() leaves a page without off-CPU time counting samples", () => {
+  const model = decodeData(flamegraphData(profileOf(LINES)));
+  assert.equal(model.offCpu, false);
+  weighSamples(model, "wall");
+  assert.equal(countTree(model, buildViewTree(model, "none"), null).samples[0], 25);
+  assert.throws(
+    () => decodeData({ ...flamegraphData(profileOf(LINES)), sampleOffCpuNs: [1] }),
+    /table lengths disagree/,
+  );
 });

@@ -8,6 +8,10 @@
  * A read-only hook, `window.omniprof`, tells tests and scripts what is drawn (frames with their
  * rectangles in canvas pixels), what is zoomed and searched, and how long the last steps took.
  *
+ * A profile with off-CPU time gets a three-way control (on-CPU, off-CPU, both) and shows time, not
+ * samples, wherever it shows an amount; it opens on both (wall time), where a blocked thread's time
+ * stands beside a busy one's. Without off-CPU time nothing of this shows.
+ *
  * @module
  */
 import {
@@ -24,6 +28,7 @@ import {
   percent,
   searchTree,
   visibleFrames,
+  weighSamples,
 } from "./page_model.js";
 
 const ROW = 18;
@@ -98,6 +103,12 @@ export function startPage() {
   const model = decodeData(json);
   steps.decodeMs = performance.now() - started - timings.parseMs;
   const diff = model.mode === "diff";
+  /** Whether amounts are time in ns (a profile with off-CPU time), not samples. */
+  const timed = model.offCpu;
+  /** @type {Record<import("./page_model.js").TimeView, string>} */
+  const TIME_NAMES = { cpu: "on-CPU time", off: "off-CPU time", wall: "wall time" };
+  /** An amount as the page counts it: ns of time, or samples. @param {number} n */
+  const formatAmount = (n) => (timed ? formatDuration(n) : formatCount(n));
 
   const canvas = /** @type {HTMLCanvasElement} */ (byId("canvas"));
   const chart = byId("chart");
@@ -119,9 +130,10 @@ export function startPage() {
   if (context === null) throw new Error("Cannot draw: no 2D canvas");
   const ctx = context;
 
-  /** @type {{ flame: boolean, grouping: import("./page_model.js").Grouping, processKey: string, thread: number, query: string, diffBy: string, zoom: number, hover: number, sortColumn: number, sortDescending: boolean }} */
+  /** @type {{ flame: boolean, time: import("./page_model.js").TimeView, grouping: import("./page_model.js").Grouping, processKey: string, thread: number, query: string, diffBy: string, zoom: number, hover: number, sortColumn: number, sortDescending: boolean }} */
   const state = {
     flame: true,
+    time: "wall",
     grouping: diff ? "none" : "process",
     processKey: "",
     thread: -1,
@@ -164,6 +176,10 @@ export function startPage() {
     const parts = [`${formatCount(series.samples)} samples`];
     if (series.durationNs > 0) parts.push(formatDuration(series.durationNs));
     if (series.periodNs > 0) parts.push(`${Math.round(1e9 / series.periodNs)} Hz`);
+    if (series.offCpuNs !== undefined) {
+      parts.push(`${formatDuration(series.samples * series.periodNs)} on-CPU`);
+      parts.push(`${formatDuration(series.offCpuNs)} off-CPU`);
+    }
     if (series.startTimeNs > 0) {
       parts.push(new Date(series.startTimeNs / 1e6).toISOString().replace("T", " ").slice(0, 19) + " UTC");
     }
@@ -289,9 +305,9 @@ export function startPage() {
       } after`;
     } else {
       const hit = search.samples[0] ?? 0;
-      matchInfo.textContent = `matched: ${percent(hit, counts.samples[0] ?? 0)} of samples (${
-        formatCount(hit)
-      })`;
+      matchInfo.textContent = `matched: ${percent(hit, counts.samples[0] ?? 0)} of ${
+        timed ? TIME_NAMES[state.time] : "samples"
+      } (${formatAmount(hit)})`;
     }
   }
 
@@ -403,7 +419,7 @@ export function startPage() {
         const total = counts.total[/** @type {number} */ (s)]?.[v] ?? 0;
         const self = counts.self[/** @type {number} */ (s)]?.[v] ?? 0;
         lines.push(
-          `${name}: total ${formatCount(total)} (${percent(total, all)}), self ${formatCount(self)} (${
+          `${name}: total ${formatAmount(total)} (${percent(total, all)}), self ${formatAmount(self)} (${
             percent(self, all)
           })`,
         );
@@ -419,10 +435,16 @@ export function startPage() {
       const all = counts.samples[0] ?? 0;
       const total = counts.total[0]?.[v] ?? 0;
       const self = counts.self[0]?.[v] ?? 0;
-      const period = model.series[0]?.periodNs ?? 0;
-      const cpu = period > 0 ? ` · ${formatDuration(total * period)} CPU` : "";
-      lines.push(`total ${formatCount(total)} samples (${percent(total, all)})${cpu}`);
-      lines.push(`self ${formatCount(self)} samples (${percent(self, all)})`);
+      if (timed) {
+        const what = TIME_NAMES[state.time];
+        lines.push(`total ${formatDuration(total)} ${what} (${percent(total, all)})`);
+        lines.push(`self ${formatDuration(self)} ${what} (${percent(self, all)})`);
+      } else {
+        const period = model.series[0]?.periodNs ?? 0;
+        const cpu = period > 0 ? ` · ${formatDuration(total * period)} CPU` : "";
+        lines.push(`total ${formatCount(total)} samples (${percent(total, all)})${cpu}`);
+        lines.push(`self ${formatCount(self)} samples (${percent(self, all)})`);
+      }
       if (state.zoom !== 0 && v !== state.zoom) {
         lines.push(`${percent(total, counts.total[0]?.[state.zoom] ?? 0)} of ${label(state.zoom)}`);
       }
@@ -513,7 +535,7 @@ export function startPage() {
       title: "self",
       numeric: true,
       get: (row) => row.self[0] ?? 0,
-      show: (row) => formatCount(row.self[0] ?? 0),
+      show: (row) => formatAmount(row.self[0] ?? 0),
     });
     columns.push({
       title: "self %",
@@ -525,7 +547,7 @@ export function startPage() {
       title: "total",
       numeric: true,
       get: (row) => row.total[0] ?? 0,
-      show: (row) => formatCount(row.total[0] ?? 0),
+      show: (row) => formatAmount(row.total[0] ?? 0),
     });
     columns.push({
       title: "total %",
@@ -686,7 +708,7 @@ export function startPage() {
   const threadSamples = new Float64Array(model.threadPid.length);
   for (let i = 0; i < model.sampleThread.length; i++) {
     const t = model.sampleThread[i] ?? 0;
-    threadSamples[t] = (threadSamples[t] ?? 0) + (model.sampleCount[i] ?? 0);
+    threadSamples[t] = (threadSamples[t] ?? 0) + (model.sampleWeight[i] ?? 0);
   }
   for (let t = 0; t < model.threadPid.length; t++) {
     const key = processKeyOf(t);
@@ -713,7 +735,14 @@ export function startPage() {
     }
     return processNames.get(pid) ?? "";
   }
-  const seriesTotals = model.series.map((series) => series.samples);
+  // Shares of processes and threads: of samples, or (with off-CPU time) of the wall time they opened on.
+  const seriesTotals = model.series.map((series) => (timed ? 0 : series.samples));
+  if (timed) {
+    for (let t = 0; t < threadSamples.length; t++) {
+      const s = model.threadSeries[t] ?? 0;
+      seriesTotals[s] = (seriesTotals[s] ?? 0) + (threadSamples[t] ?? 0);
+    }
+  }
   const sharesText = (/** @type {number[]} */ samples) =>
     samples.map((n, s) => percent(n, seriesTotals[s] ?? 0)).join(" → ");
   processSelect.append(new Option(`all (${formatCount(processList.size)})`, ""));
@@ -770,6 +799,27 @@ export function startPage() {
     });
   } else {
     fillThreads();
+  }
+  // On-CPU, off-CPU or both: the buttons are only in the page of a profile with off-CPU time.
+  /** @type {[import("./page_model.js").TimeView, HTMLElement | null][]} */
+  const timeButtons = [
+    ["cpu", document.getElementById("time-cpu")],
+    ["off", document.getElementById("time-off")],
+    ["wall", document.getElementById("time-wall")],
+  ];
+  /** @param {import("./page_model.js").TimeView} time */
+  function setTime(time) {
+    const t0 = performance.now();
+    state.time = time;
+    for (const [which, button] of timeButtons) button?.setAttribute("aria-pressed", String(which === time));
+    weighSamples(model, time);
+    state.hover = -1;
+    recount();
+    render();
+    timings.lastFilterMs = performance.now() - t0;
+  }
+  if (timed) {
+    for (const [which, button] of timeButtons) button?.addEventListener("click", () => setTime(which));
   }
   resetButton.addEventListener("click", () => zoomTo(0));
   resetButton.disabled = true;
@@ -876,6 +926,8 @@ export function startPage() {
       return out;
     },
     view: () => (state.flame ? "flame" : "icicle"),
+    /** What amounts are: "samples", or the time shown ("cpu", "off", "wall") of an off-CPU profile. */
+    time: () => (timed ? state.time : "samples"),
     zoomed: () => label(state.zoom),
     search: () => ({
       query: state.query,

@@ -2,7 +2,8 @@
  * Which functions grew or shrank between two profiles. Functions (a kind and a name, as in top.ts) are
  * compared by their share of each profile's samples, self and total, so a 10 s profile compares with a
  * 30 s one. Rows are sorted by the size of the change of the self share, then of the total share: the
- * functions where the time went, or stopped going, come first, before their callers.
+ * functions where the time went, or stopped going, come first, before their callers. As in top.ts, only
+ * CPU samples count: the off-CPU samples of a profile recorded with `--off-cpu` are left out.
  *
  * @example
  * ```ts

@@ -87,3 +87,23 @@ Deno.test("diffProfiles() keeps kernel and native functions of the same name apa
   ]);
   assert.match(formatDiffTable(diff), /write \[k\]\n/);
 });
+
+Deno.test("diffProfiles() compares CPU samples only, leaving off-CPU samples (count 0) out", () => {
+  const before = profileOf(["main;a 10", "main;b 30"]);
+  const after: Profile = {
+    ...profileOf(["main;a 10", "main;b 30", "main;read;schedule[k] 0"]),
+    offCpu: true,
+  };
+  after.samples[2]!.offCpuNs = 9e9;
+  const diff = diffProfiles(before, after);
+  assert.deepEqual(diff.rows, [], "the same CPU mix: no change, and no read or schedule row");
+  assert.deepEqual([diff.samplesBefore, diff.samplesAfter], [40, 40]);
+  // Only off-CPU samples after: every function's share drops to 0, without dividing by zero.
+  const asleep: Profile = { ...after, samples: [after.samples[2]!] };
+  const gone = diffProfiles(before, asleep);
+  assert.equal(gone.samplesAfter, 0);
+  assert.deepEqual(gone.rows.map((row) => [row.name, row.totalDelta]), [["b", -0.75], ["a", -0.25], [
+    "main",
+    -1,
+  ]]);
+});

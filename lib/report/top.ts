@@ -3,6 +3,9 @@
  * in (self: it was the leaf) and how many it was on the stack of (total), like `pprof -top` or
  * `perf report --children`. A recursive function counts once per sample in its total.
  *
+ * Only CPU samples count: off-CPU samples (count 0, from `record --off-cpu`) add nothing, so a function
+ * seen only while its thread was switched out is not listed, and shares stay shares of CPU samples.
+ *
  * @example
  * ```ts
  * import { formatTopTable, topFunctions, totalSampleCount } from "./top.ts";
@@ -37,10 +40,10 @@ export interface TopOptions {
   limit?: number;
 }
 
-/** The number of samples in `profile`: the sum of the sample counts. */
+/** The number of CPU samples in `profile`: the sum of the positive sample counts. */
 export function totalSampleCount(profile: Profile): number {
   let total = 0;
-  for (const sample of profile.samples) total += sample.count;
+  for (const sample of profile.samples) if (sample.count > 0) total += sample.count;
   return total;
 }
 
@@ -87,6 +90,7 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
   let allSamples = 0;
   for (let s = 0; s < samples.length; s++) {
     const { locations: stack, count } = samples[s]!;
+    if (!(count > 0)) continue; // an off-CPU sample: no CPU samples to add
     allSamples += count;
     if (stack.length === 0) continue;
     for (let i = 0; i < stack.length; i++) {

@@ -133,3 +133,23 @@ Deno.test("topFunctions() matches a direct count on 100k distinct stacks of 30 f
   assert.equal(rows[0]!.self, maxSelf);
   for (let i = 1; i < rows.length; i++) assert.ok(rows[i - 1]!.self >= rows[i]!.self);
 });
+
+Deno.test("topFunctions() counts CPU samples only: off-CPU samples (count 0) add nothing", () => {
+  const offCpu: Profile = {
+    ...profile([
+      { locations: [1, 0], count: 2, pid: 1, tid: 1, comm: "a" },
+      { locations: [3, 4, 0], count: 0, offCpuNs: 5e9, pid: 1, tid: 2, comm: "a" },
+    ]),
+    offCpu: true,
+  };
+  assert.equal(totalSampleCount(offCpu), 2);
+  assert.deepEqual(topFunctions(offCpu), [
+    { name: "fib", kind: "native", self: 2, total: 2, selfPercent: 100, totalPercent: 100 },
+    { name: "main", kind: "native", self: 0, total: 2, selfPercent: 0, totalPercent: 100 },
+  ]);
+  // Nothing but off-CPU samples: no rows, and no division by zero.
+  const asleep = { ...offCpu, samples: [offCpu.samples[1]!] };
+  assert.equal(totalSampleCount(asleep), 0);
+  assert.deepEqual(topFunctions(asleep), []);
+  assert.equal(formatTopTable(topFunctions(asleep), 0), "self%  self  total%  total  function\n");
+});

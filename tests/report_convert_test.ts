@@ -70,6 +70,39 @@ Deno.test(
   }),
 );
 
+Deno.test("report of an off-CPU pprof gives each time, and folds it in microseconds of wall time", async () => {
+  const dir = tempDir();
+  try {
+    const pprof = `${dir}/off.pb.gz`;
+    const offCpu: Profile = {
+      ...profile,
+      periodNs: 10_000_000,
+      offCpu: true,
+      samples: [
+        ...profile.samples,
+        // app-io blocked 2.5 s in the kernel under serve.
+        { locations: [3, 1, 0], count: 0, offCpuNs: 2_500_000_000, pid: 42, tid: 43, comm: "app-io" },
+      ],
+    };
+    Deno.writeFileSync(pprof, await encodePprofGzip(offCpu));
+    const top = await runCli(["report", pprof]);
+    assert.equal(top.code, 0, top.stderr);
+    assert.match(
+      top.stdout,
+      /^on-CPU 0\.400 s \(40 samples\), off-CPU 2\.500 s, wall 2\.900 s; functions by CPU samples:$/m,
+    );
+    assert.match(top.stdout, /^\s*75\.00%\s+30\s+75\.00%\s+30\s+parse_request$/m);
+    const folded = await runCli(["report", pprof, "--folded"]);
+    assert.equal(folded.code, 0, folded.stderr);
+    assert.equal(
+      folded.stdout,
+      "app-io;main;serve;do_syscall_64_[k] 2600000\napp;main;serve;parse_request 300000\n",
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
 Deno.test(
   "report rejects two conversions at once and an unwritable output",
   withPprof(async (dir, pprof) => {

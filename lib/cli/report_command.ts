@@ -15,6 +15,7 @@ import type { Profile } from "../profile/profile.ts";
 import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../output/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
+import { timeSummary } from "../report/time_summary.ts";
 import { CommandError } from "./command_error.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { baseName } from "../sys/path.ts";
@@ -127,6 +128,9 @@ export async function reportCommand(argv: string[]): Promise<number> {
     `${path}: ${total} samples over ${seconds.toFixed(1)} s, ${profile.samples.length} distinct stacks, ` +
       `${new Set(profile.samples.map((sample) => sample.pid)).size} processes`,
   );
+  // With off-CPU time, a line of each total: the table below counts CPU samples only.
+  const times = timeSummary(profile);
+  if (times !== null) console.log(`${times}; functions by CPU samples:`);
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
   return 0;
 }

@@ -32,6 +32,7 @@ import { ExportQueue, type QueueItem, type QueueStats } from "./export_queue.ts"
 import type { ProfileExporter } from "./otlp_exporter.ts";
 import { ResourceAttributes } from "./resource_attributes.ts";
 import denoConfig from "../../deno.json" with { type: "json" };
+import { sampleOffCpuNs } from "../profile/wall_time.ts";
 
 const logger = getLogger(["omniprof", "agent"]);
 
@@ -164,7 +165,8 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
     const start = new Date(Math.round(profile.startTimeNs / 1e6)).toISOString();
     let samples = 0;
     for (const sample of profile.samples) samples += sample.count;
-    if (samples === 0) {
+    // An interval of off-CPU samples alone (count 0: threads that only slept) still has time to export.
+    if (samples === 0 && !profile.samples.some((sample) => sampleOffCpuNs(sample) > 0)) {
       logger.debug("interval {seq} has no samples: nothing to export", { seq });
       return;
     }

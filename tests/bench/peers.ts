@@ -113,6 +113,11 @@ export interface TimedRunOptions {
   watchPrograms?: boolean;
   /** Called on every poll (CLOCK_MONOTONIC ns times); return true to send the tool SIGINT. */
   interruptWhen?: (times: { startNs: number; firstRunNs: number | null; nowNs: number }) => boolean;
+  /**
+   * Called after every poll of the tool's BPF programs (with watchPrograms), CLOCK_MONOTONIC ns: lets a
+   * caller follow the run counters over time, e.g. to tell when the tool's programs stopped running.
+   */
+  onPoll?: (watcher: ProgramWatcher, nowNs: number) => void;
   /** Ends the tool with SIGKILL after this long. */
   timeoutSeconds: number;
 }
@@ -163,6 +168,7 @@ export async function timedRun(argv: string[], options: TimedRunOptions): Promis
   while (!exited) {
     const sampling = watcher?.poll() ?? false;
     const now = monotonicNs();
+    if (watcher !== null) options.onPoll?.(watcher, now);
     // Naming costs a few system calls: not while the first run is being timed, and again later for late loads.
     if (watcher !== null && sampling && (!named || now - lastNaming > 1e9)) {
       watcher.nameNewPrograms();

@@ -43,6 +43,8 @@ const OPTIONAL: Record<string, string> = {
   perf: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   bpftrace: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "profile-bpfcc": "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
+  "offcputime-bpfcc": "the off-CPU peer of `deno task bench --workload offcpu` (bcc's, from bpfcc-tools): " +
+    "OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "qemu-system-x86_64": "`deno task test-kernel` boots other kernels in it; .ci/run installs it.",
   make: "`deno task build-kernel` builds a kernel from source; kernels/README.md says what that needs. " +
     "`deno task bench --workload build` builds with it: OMNIPROF_PEERS=1 installs it (WHEN peers).",

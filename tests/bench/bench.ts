@@ -45,10 +45,11 @@ import {
   type ShortLivedToolKey,
   type ShortLivedWorkloadName,
 } from "./short_lived.ts";
+import { formatOffCpuReport, OFF_CPU_TOOLS, type OffCpuToolKey, runOffCpu } from "./off_cpu.ts";
 
 const USAGE = `Usage: deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools LIST]
-                       [--rounds N] [--workload chain|deep|python|node|java|build|storm] [--no-tables]
-                       [--no-python]
+                       [--rounds N] [--workload chain|deep|python|node|java|build|storm|offcpu]
+                       [--off-cpu-min US] [--no-tables] [--no-python]
 
 Runs omniprof, perf -g, bpftrace and bcc's profile one after the other on the same workload (one busy
 process per CPU) and compares their cost and their stacks. Needs root.
@@ -72,7 +73,14 @@ of median CPU time, and every round's CPU is listed under it.
                        per 1,000 process starts: build (make -j2 of a generated 44-file C project,
                        cc1's samples) or storm (bash starting /bin/true for --duration seconds, true's
                        samples). These two run omniprof, perf (-g), perf-a (-a -g) and perf-dwarf (--call-graph dwarf)
-                       once each, at 499 Hz unless --frequency says otherwise
+                       once each, at 499 Hz unless --frequency says otherwise; or offcpu: off-CPU
+                       recording of a process that switches context tens of thousands of times a second
+                       (two threads passing a byte through pipes), where each tool follows its PID for
+                       --duration: omniprof record --off-cpu, bcc's offcputime, perf record --off-cpu and a
+                       bpftrace script, against rounds with no tool; the table gives each tool's CPU and
+                       the workload's slowdown (--tools picks from ${OFF_CPU_TOOLS.join(",")})
+  --off-cpu-min US     with --workload offcpu: waits shorter than US microseconds are left out, by every
+                       tool alike (default 1, omniprof's and bcc's default)
   --no-python          skip the section that runs omniprof on a 30-frame native, a 20-frame Python, a
                        20-frame JavaScript and a 19-frame Java stack (BPF ns per sample and host CPU per
                        1,000 samples, side by side)
@@ -111,6 +119,10 @@ interface Options {
   /** The short-lived workload, which replaces the whole run, or null. */
   shortLived: ShortLivedWorkloadName | null;
   shortLivedTools: ShortLivedToolKey[];
+  /** --workload offcpu, which replaces the whole run. */
+  offCpu: boolean;
+  offCpuTools: OffCpuToolKey[];
+  offCpuMinMicroseconds: number;
   tables: boolean;
   /** Also run omniprof on a deep native and a deep Python stack, side by side. */
   python: boolean;
@@ -134,6 +146,7 @@ function parseOptions(argv: string[]): Options | string {
         rounds: { type: "string" },
         tools: { type: "string" },
         workload: { type: "string" },
+        "off-cpu-min": { type: "string" },
         "no-tables": { type: "boolean" },
         "no-python": { type: "boolean" },
         help: { type: "boolean", short: "h" },
@@ -149,6 +162,15 @@ function parseOptions(argv: string[]): Options | string {
   }
   const workload = values.workload ?? "chain";
   const shortLived = workload === "build" || workload === "storm" ? workload : null;
+  const offCpu = workload === "offcpu";
+  if (offCpu && values.frequency !== undefined) {
+    return "--frequency: not with --workload offcpu (it records switches, not samples)";
+  }
+  if (!offCpu && values["off-cpu-min"] !== undefined) return "--off-cpu-min: only with --workload offcpu";
+  const offCpuMinMicroseconds = Number(values["off-cpu-min"] ?? "1");
+  if (!Number.isInteger(offCpuMinMicroseconds) || offCpuMinMicroseconds < 1 || offCpuMinMicroseconds > 1e9) {
+    return `--off-cpu-min ${values["off-cpu-min"]}: expected whole microseconds from 1`;
+  }
   const frequencyHz = Number(values.frequency ?? (shortLived !== null ? "499" : "99"));
   if (!Number.isInteger(frequencyHz) || frequencyHz < 1 || frequencyHz > 10000) {
     return `--frequency ${values.frequency}: expected a whole number of Hz from 1 to 10000`;
@@ -157,18 +179,27 @@ function parseOptions(argv: string[]): Options | string {
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > 100) {
     return `--rounds ${values.rounds}: expected a whole number from 1 to 100`;
   }
-  const known: readonly string[] = shortLived !== null ? SHORT_LIVED_TOOLS : PEERS.map((peer) => peer.key);
+  const known: readonly string[] = shortLived !== null
+    ? SHORT_LIVED_TOOLS
+    : offCpu
+    ? OFF_CPU_TOOLS
+    : PEERS.map((peer) => peer.key);
   const keys = values.tools === undefined ? [...known] : values.tools.split(",");
   const unknown = keys.filter((key) => !known.includes(key));
   if (unknown.length > 0) return `--tools: unknown ${unknown.join(", ")} (use ${known.join(",")})`;
   if (shortLived !== null && values.rounds !== undefined) return `--rounds: not with --workload ${workload}`;
-  if (shortLived === null && !Object.hasOwn(WORKLOADS, workload)) {
-    return `--workload ${workload}: use chain, deep, python, node, java, build or storm`;
+  if (shortLived === null && !offCpu && !Object.hasOwn(WORKLOADS, workload)) {
+    return `--workload ${workload}: use chain, deep, python, node, java, build, storm or offcpu`;
   }
   return {
-    workload: shortLived === null ? WORKLOADS[workload as keyof typeof WORKLOADS] : WORKLOADS.chain,
+    workload: shortLived === null && !offCpu
+      ? WORKLOADS[workload as keyof typeof WORKLOADS]
+      : WORKLOADS.chain,
     shortLived,
     shortLivedTools: SHORT_LIVED_TOOLS.filter((key) => keys.includes(key)),
+    offCpu,
+    offCpuTools: OFF_CPU_TOOLS.filter((key) => keys.includes(key)),
+    offCpuMinMicroseconds,
     tables: !values["no-tables"],
     python: !values["no-python"],
     jsonPath: values.json ?? null,
@@ -384,6 +415,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (options.shortLived !== null) return await shortLivedBench(options);
+  if (options.offCpu) return await offCpuBench(options);
   const missing = new Map<Peer["key"], string>();
   for (const peer of options.peers) {
     const reason = await peer.missing();
@@ -575,6 +607,64 @@ async function shortLivedBench(options: Options): Promise<number> {
       console.log(`wrote ${options.jsonPath}`);
     }
     const own = report.rows.find((row) => row.tool === "omniprof");
+    if (own !== undefined && own.status !== "ok") return 1;
+    return report.targets.some((target) => target.verdict === "FAIL") ? 1 : 0;
+  } finally {
+    cleanup.run();
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
+}
+
+/**
+ * `--workload offcpu`: omniprof's off-CPU recording next to bcc's offcputime, perf --off-cpu and bpftrace,
+ * on a process switching context tens of thousands of times a second, against rounds with no tool.
+ */
+async function offCpuBench(options: Options): Promise<number> {
+  const cpus = onlineCpus().length;
+  console.log(
+    `kernel ${Deno.osRelease()}, ${cpus} CPUs, ${options.durationSeconds} s per tool, ${options.rounds} ` +
+      `round${options.rounds === 1 ? "" : "s"}, waits of at least ${options.offCpuMinMicroseconds} us`,
+  );
+  if (cpus < 2) console.log("one CPU: the workload's two threads share it (its rates are not comparable)");
+  const cleanup = new Cleanup();
+  const onSignal = () => {
+    cleanup.run();
+    console.error("\nbench: interrupted; kernel.bpf_stats_enabled restored, temporary files removed");
+    Deno.exit(130);
+  };
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  try {
+    cleanup.dir = Deno.makeTempDirSync({ prefix: "omniprof-bench-" });
+    cleanup.restoreStats = enableBpfStats();
+    const report = await runOffCpu({
+      dir: cleanup.dir,
+      durationSeconds: options.durationSeconds,
+      rounds: options.rounds,
+      minMicroseconds: options.offCpuMinMicroseconds,
+      tools: options.offCpuTools,
+      onSpawn: (pid) => cleanup.spawned.add(pid),
+      onExit: (pid) => cleanup.spawned.delete(pid),
+    });
+    console.log(`\n${formatOffCpuReport(report)}`);
+    if (options.jsonPath !== null) {
+      const meta = {
+        date: new Date().toISOString(),
+        kernel: Deno.osRelease(),
+        cpus,
+        durationSeconds: options.durationSeconds,
+        minMicroseconds: options.offCpuMinMicroseconds,
+        versions: {
+          deno: Deno.version.deno,
+          perf: await firstLine("perf", ["--version"]),
+          bpftrace: await firstLine("bpftrace", ["--version"]),
+          bcc: await firstLine("dpkg-query", ["-W", "-f", "${Version}", "bpfcc-tools"]),
+        },
+      };
+      Deno.writeTextFileSync(options.jsonPath, JSON.stringify({ meta, ...report }, null, 2) + "\n");
+      console.log(`wrote ${options.jsonPath}`);
+    }
+    const own = report.rows.find((row) => row.key === "omniprof");
     if (own !== undefined && own.status !== "ok") return 1;
     return report.targets.some((target) => target.verdict === "FAIL") ? 1 : 0;
   } finally {

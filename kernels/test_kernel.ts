@@ -241,12 +241,14 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
       `${REPO_ROOT}tests/kernel/guest_suite.ts`,
     ]);
     const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
+    const sleeper = await buildWorkload("sleeper", ["-O2", "-fomit-frame-pointer"], "-nofp");
     const libbpf = await findLibrary("libbpf.so.1");
     const python = guestPython();
     const node = guestNode();
     const jvm = await guestJvm();
     const base = await baseFiles([libbpf], [
       chain,
+      sleeper,
       ...(python ? [python.executable] : []),
       ...(node ? [node.executable] : []),
       ...(jvm?.binaries ?? []),
@@ -262,6 +264,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
           mode: 0o644,
         },
         { path: "/omniprof/workloads/chain", data: Deno.readFileSync(chain), mode: 0o755 },
+        { path: "/omniprof/workloads/sleeper", data: Deno.readFileSync(sleeper), mode: 0o755 },
         ...(python?.files ?? []),
         ...(node?.files ?? []),
         ...(jvm?.files ?? []),

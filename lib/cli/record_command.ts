@@ -236,6 +236,8 @@ export async function recordCommand(argv: string[]): Promise<number> {
     const stats = {
       samples: result.samples,
       offCpu: result.offCpu,
+      // The sampled window, which an off-CPU recording's waits add up to for a thread that never ran.
+      durationNs: result.profile.durationNs,
       distinctStacks: stacks,
       lost,
       failedRecords: result.failedRecords,

@@ -353,12 +353,14 @@ async function recordRunning(
   stats: string,
   target: "pid" | "system" = "pid",
   seconds = 2,
+  options: string[] = [],
 ): Promise<CliRun> {
   let run: CliRun;
   try {
     await ready();
     run = await context.runCli([
       "record",
+      ...options,
       ...(target === "pid" ? ["-p", String(workload.pid)] : []),
       "-d",
       String(seconds),
@@ -650,6 +652,66 @@ const recordJava: GuestCheck = {
   },
 };
 
+/**
+ * A 3-second `record --off-cpu -p` of the sleeper workload (main;wait_a;wait_b;wait_c, 10 ms sleeps, no
+ * frame pointers): the context-switches event, the kept traces and the sched_switch tracepoint work in
+ * this kernel. The sleeper is off the CPU nearly all of its wall time, so its waits add up to most of the
+ * recording; emulation slows only its short runs between sleeps.
+ */
+const recordOffCpu: GuestCheck = {
+  name: "record-off-cpu",
+  async run(context) {
+    const folded = "/tmp/omniprof-off-cpu.folded";
+    const stats = "/tmp/omniprof-off-cpu.json";
+    const seconds = 3;
+    const workload = new Deno.Command(`${context.workloads}/sleeper`, {
+      args: ["600"],
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const ready = async () => {
+      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      let printed = "";
+      while (!printed.includes("ready")) {
+        const { value, done } = await reader.read();
+        if (done) throw new CheckFailure("the sleeper exited before it was ready");
+        printed += value;
+      }
+      reader.releaseLock();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    };
+    const run = await recordRunning(context, workload, ready, folded, stats, "pid", seconds, ["--off-cpu"]);
+    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "sleeper");
+    const total = countWhere(stacks, () => true);
+    const chain = ["main", "wait_a", "wait_b", "wait_c"];
+    const underChain = countWhere(stacks, (stack) => hasChain(stack.frames, chain));
+    const counters = JSON.parse(Deno.readTextFileSync(stats)) as {
+      offCpu: { waits: number; ns: number };
+      durationNs: number;
+      bpf: Record<string, number>;
+    };
+    const details = [
+      ...[...stacks].sort((a, b) => b.count - a.count).slice(0, 10).map((s) =>
+        `${s.count} ${s.frames.join(";")}`
+      ),
+      `counters: ${JSON.stringify(counters.offCpu)} ${JSON.stringify(counters.bpf)}`,
+      ...`${run.stderr}`.split("\n").filter((line) => /WRN|ERR/.test(line)).slice(0, 10),
+    ];
+    // The sampled window, from the first switch-out the programs could see to their detaching: longer than
+    // -d under emulation, where stopping takes a while.
+    const wallUs = counters.durationNs / 1000;
+    expect(
+      total >= 0.8 * wallUs && total <= 1.02 * wallUs,
+      `${total} µs of waits in a window of ${wallUs.toFixed(0)} µs`,
+      details,
+    );
+    expect(underChain >= 0.9 * total, `${underChain} of ${total} µs under ${chain.join(";")}`, details);
+    return `record --off-cpu -p -d ${seconds}: ${(total / 1e6).toFixed(2)} s of waits in ` +
+      `${(wallUs / 1e6).toFixed(2)} s, ` +
+      `${(100 * underChain / total).toFixed(0)}% under ${chain.join(";")}, ${counters.offCpu.waits} waits`;
+  },
+};
+
 /** Every check, in the order the suite runs them. */
 export function guestChecks(context: SuiteContext): GuestCheck[] {
   return [
@@ -668,5 +730,6 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     recordPython,
     recordNode,
     recordJava,
+    recordOffCpu,
   ];
 }

@@ -6,7 +6,9 @@
  * RSS, its BPF run time per sample, the time to its first sample, and the share of the workload's
  * samples that carry the whole chain. Prints one table, the ratios against omniprof and the issue's
  * targets with PASS/FAIL; `--json FILE` also writes everything as JSON. tests/bench/README.md says how
- * each column is measured.
+ * each column is measured. `--workload build|storm` (short_lived.ts) and `--workload offcpu`
+ * (off_cpu.ts: off-CPU recording next to bcc's offcputime, perf and bpftrace, and the workload's slowdown
+ * under each) replace that run with their own.
  *
  *   deno task bench [--json FILE] [--duration SECONDS] [--frequency HZ] [--tools omniprof,perf,...]
  *
@@ -625,7 +627,9 @@ async function offCpuBench(options: Options): Promise<number> {
     `kernel ${Deno.osRelease()}, ${cpus} CPUs, ${options.durationSeconds} s per tool, ${options.rounds} ` +
       `round${options.rounds === 1 ? "" : "s"}, waits of at least ${options.offCpuMinMicroseconds} us`,
   );
-  if (cpus < 2) console.log("one CPU: the workload's two threads share it (its rates are not comparable)");
+  if (cpus < 2) {
+    console.log("one CPU: the tools run on the workload's CPU, so all their CPU shows as slowdown");
+  }
   const cleanup = new Cleanup();
   const onSignal = () => {
     cleanup.run();

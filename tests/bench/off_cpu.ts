@@ -3,11 +3,12 @@
  * `offcputime`, perf's `record --off-cpu` and a bpftrace script, on a process that switches context tens
  * of thousands of times a second.
  *
- * The workload (tests/workloads/switches.c) is two threads of one process, each on a CPU of its own,
- * passing a byte back and forth through two pipes: every round trip each thread blocks in read() once.
- * It prints, every 100 ms, its CLOCK_MONOTONIC time, its round trips, its context switches and its CPU
- * time so far, so the rate of any window comes from the workload itself: a tool that costs the workload
- * time shows as fewer round trips per second than with no tool at all (the baseline), measured by the
+ * The workload (tests/workloads/switches.c) is two threads of one process, both pinned to the last CPU,
+ * passing a byte back and forth through two pipes with a fixed amount of work at each handoff: every
+ * handoff is a context switch, and that CPU stays busy. It prints, every 100 ms, its CLOCK_MONOTONIC time,
+ * its round trips, its context switches and its CPU time so far, so the rate of any window comes from the
+ * workload itself: a tool that costs the workload time (in the kernel at each switch, or on its CPU) shows
+ * as fewer round trips per second than with no tool at all (the baseline), measured by the
  * same code in every case.
  *
  * Each tool follows the workload's PID for the duration: `omniprof record --off-cpu -p PID -d D`,
@@ -967,7 +968,7 @@ export async function runOffCpu(options: OffCpuOptions): Promise<OffCpuReport> {
   const rows = offCpuRows(rounds).sort((a, b) => order.indexOf(a.key) - order.indexOf(b.key));
   return {
     description: `tests/workloads/switches.c (-O2 -fno-omit-frame-pointer) as ${SWITCHES_COMM}: ` +
-      `${SWITCHES_THREADS} threads passing a byte through two pipes, one on each of CPUs 0 and 1`,
+      `${SWITCHES_THREADS} threads on the last CPU passing a byte through two pipes`,
     durationSeconds: options.durationSeconds,
     minMicroseconds: options.minMicroseconds,
     rows,

@@ -23,7 +23,8 @@ import { hasOffCpuTime, sampleWallNs } from "./wall_time.ts";
 /**
  * Each pid's name: the command name its main thread (tid = pid) has in the most samples, else the name
  * with the most samples among its other threads; in a profile with off-CPU time, the most time (on and
- * off the CPU) instead. A main thread can carry two names: a child sampled
+ * off the CPU) instead; in a profile of probe events, the most hits (never its period, which is 0). A
+ * main thread can carry two names: a child sampled
  * between fork and exec still has its parent's, so the first name seen is not the one to keep.
  */
 export function processNames(profile: Profile): Map<number, string> {

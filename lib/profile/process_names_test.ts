@@ -35,3 +35,17 @@ Deno.test("processNames() weighs off-CPU samples by time, so a process that only
   });
   assert.deepEqual([...names], [[60, "sleeper"], [70, "make"]]);
 });
+
+Deno.test("processNames() weighs a probe-event profile's samples by hits, though its period is 0", () => {
+  const names = processNames({
+    ...profileOf([
+      { locations: [], count: 1, event: 0, pid: 80, tid: 80, comm: "sh" },
+      { locations: [], count: 6, event: 1, pid: 80, tid: 80, comm: "server" },
+      { locations: [], count: 0, offCpuNs: 900_000_000, pid: 80, tid: 80, comm: "stray" },
+    ]),
+    periodNs: 0,
+    offCpu: true,
+    events: ["uprobe:/usr/bin/server:handle", "tracepoint:syscalls:sys_enter_write"],
+  });
+  assert.deepEqual([...names], [[80, "server"]]);
+});

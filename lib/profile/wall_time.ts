@@ -23,8 +23,12 @@ import type { Profile, ProfileSample } from "./profile.ts";
 /**
  * Whether the profile was recorded with off-CPU time, or has an off-CPU sample all the same (a profile
  * built by hand or read from elsewhere that forgot the flag): its off-CPU time is then shown, not lost.
+ *
+ * Never for a profile of probe events (`Profile.events`): it has no wall time, and its `periodNs` is 0,
+ * so weighing it as wall time would turn every hit into 0 ns and show nothing; writers count its hits.
  */
-export function hasOffCpuTime(profile: Pick<Profile, "offCpu" | "samples">): boolean {
+export function hasOffCpuTime(profile: Pick<Profile, "offCpu" | "samples" | "events">): boolean {
+  if (profile.events !== undefined) return false;
   return profile.offCpu === true || profile.samples.some((sample) => sampleOffCpuNs(sample) > 0);
 }
 

@@ -25,3 +25,8 @@ Deno.test("hasOffCpuTime() holds for the flag, or for an off-CPU sample without 
   assert.equal(hasOffCpuTime({ offCpu: false, samples: [cpu, off] }), true);
   assert.equal(hasOffCpuTime({ samples: [] }), false);
 });
+
+Deno.test("hasOffCpuTime() never holds for a profile of probe events, whose period is 0", () => {
+  assert.equal(hasOffCpuTime({ events: ["kprobe:do_sys_openat2"], samples: [cpu] }), false);
+  assert.equal(hasOffCpuTime({ events: [], offCpu: true, samples: [cpu, off] }), false);
+});

@@ -12,6 +12,16 @@
  *   time alone and `-sample_index=off_cpu` the time threads were switched out; the reader recognizes the
  *   type by name and turns it back into `offCpuNs`. A profile without off-CPU time is written exactly as
  *   before, byte for byte.
+ * - A profile of probe events (`Profile.events`, `record -e`) counts hits, not CPU time: `sample_type` is
+ *   `[events/count]` alone, each sample's one value its count, `period_type` `events/count` and `period`
+ *   1 (every hit is recorded: nothing is sampled). Each sample has a string label `event`, the event as
+ *   the user named it (`uprobe:/usr/bin/app:handle`), right after `comm`, so that
+ *   `pprof -tagfocus event=...` shows one event and `-tags` the hits of each; a sample's own label named
+ *   `event` is left out, as it would read as that. The reader recognizes the `events/count` type and
+ *   turns the labels back into `Profile.events` and each sample's `event`. The events recorded are also
+ *   listed, in order, as comments `event=NAME` (`pprof -comments`): labels only name events that were
+ *   hit, and an event never hit is worth knowing too; the reader takes its list of events from them.
+ *   Off-CPU time has no place in such a profile and is not written.
  * - Mappings, locations and functions get ids from 1 in table order; functions are deduplicated by
  *   (name, source file). A location has one `Line`, or none when it has no function name, source file and
  *   line (an unsymbolized address pprof can symbolize itself). A run of locations in a sample whose every
@@ -58,6 +68,7 @@ import type { FrameKind, Profile } from "../profile/profile.ts";
 import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { gzip } from "./gzip.ts";
 import { hasOffCpuTime, sampleOffCpuNs } from "../profile/wall_time.ts";
+import { hasEvents, sampleEventName } from "../profile/events.ts";
 import { ProtobufWriter } from "./protobuf_writer.ts";
 
 /**
@@ -100,6 +111,18 @@ export function isKindPseudoMapping(
  * measures, as `cpu` is, so that `pprof -sample_index=off_cpu` reads as what it shows.
  */
 export const OFF_CPU_SAMPLE_TYPE = "off_cpu";
+
+/**
+ * The type (with unit `count`) of the one sample value of a profile of probe events: what pprof shows as
+ * the value's name (`-sample_index=events`), and what the reader recognizes such a profile by.
+ */
+export const EVENTS_SAMPLE_TYPE = "events";
+
+/** The string label of each sample of a probe-event profile that names its event. */
+export const EVENT_LABEL = "event";
+
+/** What starts each comment of a probe-event profile that lists one of its events, in order. */
+export const EVENT_COMMENT_PREFIX = "event=";
 
 const TWO_POW_32 = 4294967296;
 const KERNEL_HIGH_HALF = 0xffffffff;
@@ -244,6 +267,9 @@ export function encodePprof(profile: Profile): Uint8Array {
   const keyPid = strings.intern("pid");
   const keyTid = strings.intern("tid");
   const keyComm = strings.intern("comm");
+  // Interned only for an events profile, so that a CPU profile's string table stays as it was.
+  const events = hasEvents(profile) ? profile.events ?? [] : null;
+  const keyEvent = events !== null ? strings.intern(EVENT_LABEL) : 0;
   const commIndex = new Int32Array(samples.length);
   let totalFrames = 0;
   for (let i = 0; i < samples.length; i++) {
@@ -251,12 +277,21 @@ export function encodePprof(profile: Profile): Uint8Array {
     commIndex[i] = strings.intern(sample.comm);
     totalFrames += sample.locations.length;
   }
-  const typeSamples = strings.intern("samples");
-  const unitCount = strings.intern("count");
-  const typeCpu = strings.intern("cpu");
-  const unitNanoseconds = strings.intern("nanoseconds");
-  const offCpu = hasOffCpuTime(profile);
-  const typeOffCpu = offCpu ? strings.intern(OFF_CPU_SAMPLE_TYPE) : 0;
+  // A CPU profile's value types, interned in the order they always were; an events profile's one type.
+  let typeSamples = 0, unitCount = 0, typeCpu = 0, unitNanoseconds = 0, typeOffCpu = 0, typeEvents = 0;
+  let offCpu = false;
+  if (events === null) {
+    typeSamples = strings.intern("samples");
+    unitCount = strings.intern("count");
+    typeCpu = strings.intern("cpu");
+    unitNanoseconds = strings.intern("nanoseconds");
+    offCpu = hasOffCpuTime(profile);
+    typeOffCpu = offCpu ? strings.intern(OFF_CPU_SAMPLE_TYPE) : 0;
+  } else {
+    typeEvents = strings.intern(EVENTS_SAMPLE_TYPE);
+    unitCount = strings.intern("count");
+  }
+  const eventComments = (events ?? []).map((name) => strings.intern(EVENT_COMMENT_PREFIX + name));
 
   // Roughly the output size, so the buffer rarely grows: ids take 1-3 bytes, a sample's header ~24.
   const w = new ProtobufWriter(
@@ -265,9 +300,12 @@ export function encodePprof(profile: Profile): Uint8Array {
   );
 
   // sample_type (1)
-  writeValueType(w, 1, typeSamples, unitCount);
-  writeValueType(w, 1, typeCpu, unitNanoseconds);
-  if (offCpu) writeValueType(w, 1, typeOffCpu, unitNanoseconds);
+  if (events !== null) writeValueType(w, 1, typeEvents, unitCount);
+  else {
+    writeValueType(w, 1, typeSamples, unitCount);
+    writeValueType(w, 1, typeCpu, unitNanoseconds);
+    if (offCpu) writeValueType(w, 1, typeOffCpu, unitNanoseconds);
+  }
 
   // sample (2)
   const periodNs = Math.round(profile.periodNs);
@@ -282,15 +320,18 @@ export function encodePprof(profile: Profile): Uint8Array {
     }
     const values = w.beginLengthDelimited(2); // value, packed
     w.writeInt64(sample.count);
-    w.writeInt64(sample.count * periodNs);
-    if (offCpu) w.writeInt64(Math.round(sampleOffCpuNs(sample)));
+    if (events === null) {
+      w.writeInt64(sample.count * periodNs);
+      if (offCpu) w.writeInt64(Math.round(sampleOffCpuNs(sample)));
+    }
     w.endLengthDelimited(values);
     writeNumLabel(w, keyPid, sample.pid);
     writeNumLabel(w, keyTid, sample.tid);
     const comm = commIndex[i]!;
     if (comm !== 0) writeStrLabel(w, keyComm, comm);
+    if (events !== null) writeStrLabel(w, keyEvent, strings.intern(sampleEventName(sample, events)));
     for (const label of sample.labels ?? []) {
-      if (RESERVED_LABEL_KEYS.has(label.key)) continue;
+      if (RESERVED_LABEL_KEYS.has(label.key) || (events !== null && label.key === EVENT_LABEL)) continue;
       writeStrLabel(w, strings.intern(label.key), strings.intern(label.value));
     }
     w.endLengthDelimited(s);
@@ -361,8 +402,15 @@ export function encodePprof(profile: Profile): Uint8Array {
   if (startTime !== 0) w.writeInt64Field(9, startTime); // time_nanos
   const duration = Math.round(profile.durationNs);
   if (duration !== 0) w.writeInt64Field(10, duration); // duration_nanos
-  writeValueType(w, 11, typeCpu, unitNanoseconds); // period_type
-  if (periodNs !== 0) w.writeInt64Field(12, periodNs); // period
+  if (events !== null) {
+    // Every hit is recorded, so the period is one event: pprof then scales nothing.
+    writeValueType(w, 11, typeEvents, unitCount); // period_type
+    w.writeInt64Field(12, 1); // period
+    for (const comment of eventComments) w.writeInt64Field(13, comment); // comment
+  } else {
+    writeValueType(w, 11, typeCpu, unitNanoseconds); // period_type
+    if (periodNs !== 0) w.writeInt64Field(12, periodNs); // period
+  }
   return w.finish();
 }
 

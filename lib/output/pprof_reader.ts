@@ -15,6 +15,11 @@
  *   `offCpuNs`; a sample with a positive count is a CPU sample, one with positive off-CPU time an
  *   off-CPU sample (count 0), one with both becomes one of each, and the off-CPU value is never taken
  *   for a count, even when it is the only one. Samples with neither are dropped.
+ * - A file with a sample type `events/count` (ours for a profile of probe events, `pprof.ts`) reads as a
+ *   profile of events: that value is the count, `events` lists the events of the comments
+ *   `event=NAME` in their order, then any other named by a sample's string label `event`, and that
+ *   label becomes the sample's `event` (a sample without it has none) rather than one of its `labels`.
+ *   In any other file, a label `event` is a label like the others.
  * - Labels: `pid` and `tid` (also `process.pid`/`process_id`, `thread.id`/`thread_id`) as numbers, numeric
  *   or numeric strings; the thread name from `thread_comm`, else `comm`, else `thread_name`/`thread.name`.
  *   Missing labels read as 0 and "". Every other string label is one of the sample's `labels` (Go's pprof
@@ -43,7 +48,14 @@ import type {
   SampleLabel,
 } from "../profile/profile.ts";
 import { gunzipBounded, isGzip } from "./gunzip.ts";
-import { frameKindOfMapping, isKindPseudoMapping, OFF_CPU_SAMPLE_TYPE } from "./pprof.ts";
+import {
+  EVENT_COMMENT_PREFIX,
+  EVENT_LABEL,
+  EVENTS_SAMPLE_TYPE,
+  frameKindOfMapping,
+  isKindPseudoMapping,
+  OFF_CPU_SAMPLE_TYPE,
+} from "./pprof.ts";
 import { ProtobufReader, WireType } from "./protobuf_reader.ts";
 
 /**
@@ -191,6 +203,8 @@ class Int32List {
 const ROLE_PID = 0;
 const ROLE_TID = 1;
 const ROLE_COMM = 2;
+/** The label `event` of a probe-event profile (only there: elsewhere it is a label like any other). */
+const ROLE_EVENT = 3;
 /** Label keys the reader understands: key -> [role, rank]; of several keys of one role, the highest rank wins. */
 const LABEL_KEYS = new Map<string, [number, number]>([
   ["pid", [ROLE_PID, 3]],
@@ -215,6 +229,8 @@ class RawProfile {
   period = 0;
   timeNanos = 0;
   durationNanos = 0;
+  /** String indices of the comments. */
+  comments: number[] = [];
 
   sampleFrameEnd: number[] = [];
   sampleFrames = new Int32List(); // dense location indices
@@ -337,6 +353,20 @@ function parse(r: ProtobufReader, limits: PprofLimits): RawProfile {
       case 12: // period
         r.expectWireType(WireType.Varint, "period");
         p.period = r.readInt64();
+        break;
+      case 13: // comment, packed or not; each names a string, so there are no more than strings
+        if (r.wireType === WireType.LengthDelimited) {
+          const packed = r.enterLengthDelimited();
+          while (r.pos < r.end) {
+            if (p.comments.length >= limits.maxStrings) throw fail(`more than ${limits.maxStrings} comments`);
+            p.comments.push(r.readInt64());
+          }
+          r.exitLengthDelimited(packed);
+        } else {
+          r.expectWireType(WireType.Varint, "comment");
+          if (p.comments.length >= limits.maxStrings) throw fail(`more than ${limits.maxStrings} comments`);
+          p.comments.push(r.readInt64());
+        }
         break;
       default:
         r.skip();
@@ -733,16 +763,40 @@ function resolve(p: RawProfile): Profile {
   }
   const locationOfId = positionsOfIds(p.locationDense, p.locationIds.size, "location");
 
+  const nTypes = p.sampleTypes.length / 2;
+  let valueIndex = -1;
+  // A profile of probe events: its hits are the count, and its samples name their events.
+  for (let k = 0; k < nTypes && valueIndex === -1; k++) {
+    const type = str(p.sampleTypes[2 * k]!, "sample_type");
+    const unit = str(p.sampleTypes[2 * k + 1]!, "sample_type");
+    if (type === EVENTS_SAMPLE_TYPE && unit === "count") valueIndex = k;
+  }
+  const events: string[] | null = valueIndex === -1 ? null : [];
+  const eventIndex = new Map<string, number>();
+  const eventOf = (name: string): number => {
+    let index = eventIndex.get(name);
+    if (index === undefined && events !== null) {
+      index = events.length;
+      events.push(name);
+      eventIndex.set(name, index);
+    }
+    return index ?? -1;
+  };
+  if (events !== null) {
+    for (const comment of p.comments) {
+      const text = str(comment, "comment");
+      if (text.startsWith(EVENT_COMMENT_PREFIX)) eventOf(text.slice(EVENT_COMMENT_PREFIX.length));
+    }
+  }
   // Which value is the off-CPU time, if any, and which the sample count (never the off-CPU time: a file
   // of off-CPU time alone has no count, and its samples are off-CPU samples).
-  const nTypes = p.sampleTypes.length / 2;
+  // A profile of probe events has no off-CPU time, whatever its types say.
   let offCpuIndex = -1;
-  for (let k = 0; k < nTypes && offCpuIndex === -1; k++) {
+  for (let k = 0; k < nTypes && offCpuIndex === -1 && events === null; k++) {
     const type = str(p.sampleTypes[2 * k]!, "sample_type");
     const unit = str(p.sampleTypes[2 * k + 1]!, "sample_type");
     if (type === OFF_CPU_SAMPLE_TYPE && unit === "nanoseconds") offCpuIndex = k;
   }
-  let valueIndex = -1;
   for (let k = 0; k < nTypes && valueIndex === -1; k++) {
     const type = str(p.sampleTypes[2 * k]!, "sample_type");
     const unit = str(p.sampleTypes[2 * k + 1]!, "sample_type");
@@ -762,6 +816,9 @@ function resolve(p: RawProfile): Profile {
     if (known !== undefined) {
       roleOfKey.set(i, known[0]);
       rankOfKey.set(i, known[1]);
+    } else if (events !== null && strings[i] === EVENT_LABEL) {
+      roleOfKey.set(i, ROLE_EVENT);
+      rankOfKey.set(i, 1);
     }
   }
 
@@ -798,6 +855,7 @@ function resolve(p: RawProfile): Profile {
       }
       let pid = 0, tid = 0, comm = "";
       let pidRank = 0, tidRank = 0, commRank = 0;
+      let event = -1;
       const labels: SampleLabel[] = [];
       for (let l = labelStart; l < labelEnd; l++) {
         const key = p.labelKeys[l]!;
@@ -811,6 +869,10 @@ function resolve(p: RawProfile): Profile {
         }
         const rank = rankOfKey.get(key)!;
         const strIndex = p.labelStrs[l]!;
+        if (role === ROLE_EVENT) {
+          if (event === -1) event = eventOf(str(strIndex, `sample ${s} label`));
+          continue;
+        }
         if (role === ROLE_COMM) {
           if (rank > commRank && strIndex !== 0) {
             comm = str(strIndex, `sample ${s} label`);
@@ -829,7 +891,8 @@ function resolve(p: RawProfile): Profile {
         }
       }
       const labelled = labels.length > 0 ? { labels } : {};
-      if (count > 0) samples.push({ locations: stack, count, pid, tid, comm, ...labelled });
+      const evented = event !== -1 ? { event } : {};
+      if (count > 0) samples.push({ locations: stack, count, ...evented, pid, tid, comm, ...labelled });
       // A sample with both values (not ours: a Profile sample is one or the other) becomes two samples.
       if (offCpuNs > 0) {
         const locations = count > 0 ? [...stack] : stack;
@@ -848,6 +911,7 @@ function resolve(p: RawProfile): Profile {
     durationNs: p.durationNanos,
     periodNs,
     ...(offCpuIndex !== -1 ? { offCpu: true } : {}),
+    ...(events !== null ? { events } : {}),
     mappings,
     locations,
     samples,

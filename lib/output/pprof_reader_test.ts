@@ -563,3 +563,37 @@ Deno.test("decodePprof() reads off_cpu/nanoseconds as off-CPU time, never as a c
   short.sample([1], [4]);
   assert.throws(() => decodePprof(short.finish()), /sample 0 has 1 values, the profile has 2 sample types/);
 });
+
+Deno.test("decodePprof() reads events/count as a profile of events, named by comments and `event` labels", () => {
+  const b = new PprofBuilder();
+  b.valueType(1, "events", "count").valueType(11, "events", "count");
+  b.location(1, 0, [0x10, 0], []);
+  b.sample([1], [3], [["tid", 5], ["event", "kprobe:b"]]);
+  b.sample([1], [2], [["tid", 6], ["event", "kprobe:c"], ["worker", "w"]]); // not in the comments: added
+  b.sample([1], [4], [["tid", 7]]); // no event label: no event
+  b.sample([1], [0], [["tid", 8], ["event", "kprobe:d"]]); // no hits: dropped, and its event not added
+  b.w.writeInt64Field(13, b.s("event=kprobe:a"));
+  b.w.writeInt64Field(13, b.s("recorded on host x")); // another comment: ignored
+  b.w.writeInt64Field(13, b.s("event=kprobe:b"));
+  const profile = decodePprof(b.finish());
+  assert.deepEqual(profile.events, ["kprobe:a", "kprobe:b", "kprobe:c"]);
+  assert.equal(profile.periodNs, 0);
+  assert.equal("offCpu" in profile, false);
+  assert.deepEqual(profile.samples.map((s) => [s.tid, s.count, s.event, s.labels]), [
+    [5, 3, 1, undefined],
+    [6, 2, 2, [{ key: "worker", value: "w" }]],
+    [7, 4, undefined, undefined],
+  ]);
+});
+
+Deno.test("decodePprof() keeps `event` a label of its own in a file that is not of events", () => {
+  const b = new PprofBuilder();
+  b.valueType(1, "samples", "count");
+  b.location(1, 0, [0x10, 0], []);
+  b.sample([1], [3], [["event", "GC"]]);
+  b.w.writeInt64Field(13, b.s("event=kprobe:a"));
+  const profile = decodePprof(b.finish());
+  assert.equal("events" in profile, false);
+  assert.deepEqual(profile.samples[0]?.labels, [{ key: "event", value: "GC" }]);
+  assert.equal(profile.samples[0]?.event, undefined);
+});

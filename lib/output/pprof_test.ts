@@ -571,3 +571,124 @@ Deno.test("a profile without off-CPU time keeps two sample types and two values 
   // And `offCpu: false` writes the same bytes as no flag.
   assert.deepEqual(encodePprof({ ...cpuOnly, offCpu: false }), encodePprof(cpuOnly));
 });
+
+/** Hits of two probes in one process, one of them on two stacks, and a third event never hit. */
+function eventsProfile(): Profile {
+  return {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "tracepoint:syscalls:sys_enter_getpgid", "kprobe:do_sys_openat2"],
+    mappings: [],
+    locations: [
+      { kind: "native", mapping: -1, address: 0x1000, functionName: "handle", sourceFile: "", line: 0 },
+      {
+        kind: "kernel",
+        mapping: -1,
+        address: 0x2000,
+        functionName: "__x64_sys_getpgid",
+        sourceFile: "",
+        line: 0,
+      },
+      { kind: "native", mapping: -1, address: 0x3000, functionName: "main", sourceFile: "", line: 0 },
+    ],
+    samples: [
+      { locations: [0, 2], count: 5, event: 0, pid: 7, tid: 7, comm: "app" },
+      {
+        locations: [1, 2],
+        count: 2,
+        event: 1,
+        pid: 7,
+        tid: 7,
+        comm: "app",
+        labels: [{ key: "k", value: "v" }],
+      },
+      { locations: [0, 2], count: 1, event: 1, pid: 7, tid: 8, comm: "worker" },
+    ],
+  };
+}
+
+Deno.test("an events profile has one events/count value a sample, its count, and an `event` label", () => {
+  const decoded = decodePprofBySchema(encodePprof(eventsProfile()));
+  const strings = decoded.stringTable;
+  const name = (t: { type: string; unit: string }) => `${strings[Number(t.type)]}/${strings[Number(t.unit)]}`;
+  assert.deepEqual(decoded.sampleType.map(name), ["events/count"]);
+  assert.equal(name(decoded.periodType), "events/count");
+  assert.equal(decoded.period, "1");
+  assert.deepEqual(decoded.sample.map((s) => s.value.map(Number)), [[5], [2], [1]]);
+  assert.deepEqual(
+    decoded.sample.map((s) =>
+      s.label.filter((l) => l.str !== "0").map((l) => `${strings[Number(l.key)]}=${strings[Number(l.str)]}`)
+    ),
+    [
+      ["comm=app", "event=uprobe:/usr/bin/app:handle"],
+      ["comm=app", "event=tracepoint:syscalls:sys_enter_getpgid", "k=v"],
+      ["comm=worker", "event=tracepoint:syscalls:sys_enter_getpgid"],
+    ],
+  );
+  // The events recorded, hit or not, in order, as pprof -comments shows them.
+  const { comment } = decoded as typeof decoded & { comment: string[] };
+  assert.deepEqual(comment.map((c) => strings[Number(c)]), [
+    "event=uprobe:/usr/bin/app:handle",
+    "event=tracepoint:syscalls:sys_enter_getpgid",
+    "event=kprobe:do_sys_openat2",
+  ]);
+  for (const unused of ["samples", "cpu", "nanoseconds", "off_cpu"]) {
+    assert.ok(!strings.includes(unused), unused);
+  }
+});
+
+Deno.test("an events profile reads back with its events, never-hit ones too, and each sample's event", () => {
+  const profile = eventsProfile();
+  assert.deepEqual(decodePprof(encodePprof(profile)), profile);
+  // Off-CPU time has no place in it: neither flag nor value is written.
+  const flagged: Profile = { ...profile, offCpu: true };
+  assert.deepEqual(decodePprof(encodePprof(flagged)), profile);
+  // A sample's own `event` label would read as the event: it is left out.
+  const labelled: Profile = {
+    ...profile,
+    samples: [{ ...profile.samples[0]!, labels: [{ key: "event", value: "mine" }] }],
+  };
+  assert.deepEqual(decodePprof(encodePprof(labelled)).samples[0], profile.samples[0]);
+});
+
+Deno.test("CPU and off-CPU profiles are written byte for byte as before events profiles existed", async () => {
+  // The SHA-256 of these two profiles' encodings before events profiles were written: a CPU profile,
+  // with a sample's own `event` label (a label like any other there), and the same with off-CPU time.
+  const { events: _, ...rest } = eventsProfile();
+  const cpu: Profile = {
+    ...rest,
+    periodNs: 1e7,
+    samples: [
+      { locations: [0, 2], count: 5, pid: 7, tid: 7, comm: "app" },
+      { locations: [1, 2], count: 2, pid: 7, tid: 7, comm: "app", labels: [{ key: "event", value: "v" }] },
+      { locations: [0, 2], count: 1, pid: 7, tid: 8, comm: "worker" },
+    ],
+  };
+  const offCpu: Profile = {
+    ...cpu,
+    offCpu: true,
+    samples: [...cpu.samples, {
+      locations: [1],
+      count: 0,
+      offCpuNs: 250_000_000,
+      pid: 7,
+      tid: 8,
+      comm: "worker",
+    }],
+  };
+  const sha256 = async (bytes: Uint8Array) =>
+    [...new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(bytes)))].map((b) =>
+      b.toString(16).padStart(2, "0")
+    )
+      .join("");
+  assert.equal(
+    await sha256(encodePprof(cpu)),
+    "a8298233b337bab3b9309e66672eda5ea5f2c75bd0171d91bfc3ca4c67fbd552",
+  );
+  assert.equal(
+    await sha256(encodePprof(offCpu)),
+    "8efd729134d92722f04d1a06426d5a61031b403abec22cbaadb0ed48e4db5ed1",
+  );
+  assert.equal("events" in decodePprof(encodePprof(cpu)), false);
+});

@@ -15,11 +15,18 @@
  * each line is rounded once, after merging, so that many short switches are not each rounded away; a line
  * whose time rounds to 0 is left out. A profile without off-CPU time keeps counts, as before.
  *
+ * A profile of probe events (`record -e`) counts hits: COUNT is the number of times the probe fired with
+ * that stack. With more than one event, each line names its event after the thread name,
+ * `comm;EVENT;root;...;leaf COUNT` (the event sanitized like any name, `uprobe:/usr/bin/app:handle`),
+ * so that hits of two events on the same stack never merge into one line, and a flame graph shows each
+ * event as a tower of its own under each thread (`grep ';EVENT;'` keeps one). With one event the lines
+ * are those of a CPU profile: the event is the whole file's, and naming it on every line would only
+ * push the stacks one level up.
+ *
  * @example
  * ```ts
  * import { formatFolded } from "./folded.ts";
  * import type { Profile } from "../profile/profile.ts";
-import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
  * declare const profile: Profile;
  * Deno.writeTextFileSync("cpu.folded", formatFolded(profile)); // flamegraph.pl cpu.folded > cpu.svg
  * ```
@@ -29,6 +36,7 @@ import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
 
 import type { Profile } from "../profile/profile.ts";
 import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
+import { sampleEventName } from "../profile/events.ts";
 
 /** The name shown for frames and threads without one. */
 export const UNKNOWN_NAME = "[unknown]";
@@ -46,7 +54,8 @@ export function sanitizeFoldedName(name: string): string {
 /**
  * Formats `profile` as folded stacks, one `comm;root;...;leaf COUNT` line per distinct stack and thread
  * name, each line ending in a newline. Samples with a count of 0 or less are left out; with off-CPU time,
- * COUNT is microseconds of wall time (see the module documentation) and samples without time left out.
+ * COUNT is microseconds of wall time (see the module documentation) and samples without time left out;
+ * with several probe events, `comm;EVENT;root;...;leaf COUNT`.
  *
  * @example
  * ```ts
@@ -73,6 +82,10 @@ export function formatFolded(profile: Profile): string {
   // In a profile with off-CPU time, lines add up ns, made microseconds once merged.
   const wall = hasOffCpuTime(profile);
   const periodNs = profile.periodNs;
+  // Several events: each line's second field is its event, so that equal stacks of two events stay apart.
+  const events = profile.events !== undefined && profile.events.length > 1 ? profile.events : null;
+  const eventText = new Map<string, string>();
+  const head = events === null ? 1 : 2;
   for (const sample of samples) {
     const weight = wall ? sampleWallNs(sample, periodNs) : sample.count;
     if (!(weight > 0)) continue;
@@ -83,8 +96,17 @@ export function formatFolded(profile: Profile): string {
     }
     const stack = sample.locations;
     const n = stack.length;
-    parts.length = n + 1;
+    parts.length = n + head;
     parts[0] = comm;
+    if (events !== null) {
+      const name = sampleEventName(sample, events);
+      let text = eventText.get(name);
+      if (text === undefined) {
+        text = sanitizeFoldedName(name);
+        eventText.set(name, text);
+      }
+      parts[1] = text;
+    }
     for (let i = 0; i < n; i++) {
       const index = stack[i]!;
       let text = frameText[index];
@@ -98,7 +120,7 @@ export function formatFolded(profile: Profile): string {
         frameText[index] = text;
       }
       // Leaf first in the profile, root first in the line.
-      parts[n - i] = text;
+      parts[n - 1 + head - i] = text;
     }
     const line = parts.join(";");
     counts.set(line, (counts.get(line) ?? 0) + weight);

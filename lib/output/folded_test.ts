@@ -148,3 +148,36 @@ Deno.test("formatFolded() of an off-CPU profile without off-CPU samples still we
   });
   assert.equal(text, "cat;main 30000\n");
 });
+
+Deno.test("formatFolded() of several probe events puts each line's event after the thread, so none merge", () => {
+  const text = formatFolded({
+    ...profile([
+      { locations: [2, 3, 4], count: 4, event: 1, pid: 10, tid: 11, comm: "cat" },
+      { locations: [2, 3, 4], count: 3, event: 0, pid: 10, tid: 11, comm: "cat" },
+      { locations: [2, 3, 4], count: 2, event: 0, pid: 10, tid: 12, comm: "cat" }, // merges with the line above
+      { locations: [4], count: 1, event: 7, pid: 10, tid: 11, comm: "cat" }, // no such event
+      { locations: [4], count: 0, event: 0, pid: 10, tid: 11, comm: "cat" }, // no hits
+    ]),
+    periodNs: 0,
+    events: ["tracepoint:syscalls:sys_enter_read", "uprobe:/usr/bin/cat;v2:main\n"],
+  });
+  assert.equal(
+    text,
+    "cat;[unknown event];main 1\n" +
+      "cat;tracepoint:syscalls:sys_enter_read;main;__libc_read;do_syscall_64_[k] 5\n" +
+      "cat;uprobe:/usr/bin/cat:v2:main ;main;__libc_read;do_syscall_64_[k] 4\n",
+  );
+});
+
+Deno.test("formatFolded() of one probe event writes hit counts on the lines of a CPU profile", () => {
+  const text = formatFolded({
+    ...profile([
+      { locations: [2, 3, 4], count: 3, event: 0, pid: 10, tid: 11, comm: "cat" },
+      { locations: [3, 4], count: 2, event: 0, pid: 10, tid: 11, comm: "cat" },
+    ]),
+    periodNs: 0,
+    offCpu: true, // ignored: an events profile has no wall time
+    events: ["kprobe:do_sys_openat2"],
+  });
+  assert.equal(text, "cat;main;__libc_read 2\ncat;main;__libc_read;do_syscall_64_[k] 3\n");
+});

@@ -239,7 +239,7 @@ static __always_inline int may_copy_rest(struct trace *trace, struct unwind_stat
 {
   // A switched-out thread's trace is kept in a map without room for a copy (struct off_cpu_trace).
   if (tracer_config.stack_copy == STACK_COPY_NEVER || state->fp_stepped || state->interpreters_started ||
-      trace->origin != TRACE_ORIGIN_SAMPLING)
+      trace->origin == TRACE_ORIGIN_OFF_CPU)
     return 0;
   if (events_over_half_full()) {
     metric_increment(METRIC_STACK_COPY_RING_FULL);
@@ -363,10 +363,10 @@ __noinline int unwind_frame(void)
   // Tests compare the host's unwinding of copies with this unwinder's: every stack is copied, at its leaf
   // or at the leaf's caller.
   if (tracer_config.stack_copy == STACK_COPY_ALL && trace->num_frames == trace->kernel_frames &&
-      trace->origin == TRACE_ORIGIN_SAMPLING)
+      trace->origin != TRACE_ORIGIN_OFF_CPU)
     return copy_stack(trace, state);
   if (tracer_config.stack_copy == STACK_COPY_ABOVE_LEAF && trace->num_frames == trace->kernel_frames + 1 &&
-      !state->fp_stepped && trace->origin == TRACE_ORIGIN_SAMPLING)
+      !state->fp_stepped && trace->origin != TRACE_ORIGIN_OFF_CPU)
     return copy_stack(trace, state);
 
   __u8 ra_flag = state->return_address ? FRAME_FLAG_RETURN_ADDRESS : 0;

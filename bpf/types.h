@@ -32,12 +32,14 @@ enum unwind_program {
   PROG_UNWIND_COUNT = 0xa,
 };
 
-// What made a trace: a CPU sample, or a thread that was switched out (off_cpu.bpf.c), sent when it comes
-// back with how long it was away (event_header.off_cpu_ns).
+// What made a trace: a CPU sample, a thread that was switched out (off_cpu.bpf.c), sent when it comes
+// back with how long it was away (event_header.off_cpu_ns), or a probe (probe.bpf.c): probe i of the
+// session's MAX_PROBES is origin TRACE_ORIGIN_PROBE + i.
 enum trace_origin {
   TRACE_ORIGIN_UNKNOWN = 0x0,
   TRACE_ORIGIN_SAMPLING = 0x1,
   TRACE_ORIGIN_OFF_CPU = 0x2,
+  TRACE_ORIGIN_PROBE = 0x10,
 };
 
 // The first field of every ring buffer record.
@@ -134,6 +136,7 @@ enum metric_id {
   METRIC_OFF_CPU_SHORT = 27,            // of those, waits shorter than the minimum when they ended: not sent
   METRIC_OFF_CPU_STORE_FULL = 28,       // switch-outs not kept, the map of switched-out threads being full
   METRIC_OFF_CPU_SENT = 29,             // off-CPU traces sent
+  METRIC_PROBE_HITS = 30,               // probe events of processes in scope (record -e)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -145,6 +148,7 @@ enum limits {
   MAX_KERNEL_FRAMES = 64,        // kernel frames per trace
   MAX_FRAMES = 192,              // MAX_FRAME_UNWINDS + MAX_KERNEL_FRAMES
   COMM_LEN = 16,
+  MAX_PROBES = 8,                // probes (record -e) in one session
   PID_FILTER_MAX_ENTRIES = 16384,
   STACK_WINDOW_BYTES = 256,      // user stack read at once by the native unwinder (a power of two)
   // The most user stack copied for the host (from rsp up), a whole number of pages: see struct copied_stack.

@@ -295,6 +295,7 @@ export const TraceOrigin = {
   Unknown: 0,
   Sampling: 1,
   OffCpu: 2,
+  Probe: 16,
 } as const;
 /** One value of {@linkcode TraceOrigin}. */
 export type TraceOrigin = (typeof TraceOrigin)[keyof typeof TraceOrigin];
@@ -371,6 +372,7 @@ export const MetricId = {
   OffCpuShort: 27,
   OffCpuStoreFull: 28,
   OffCpuSent: 29,
+  ProbeHits: 30,
   RuntimesFirst: 32,
   Count: 64,
 } as const;
@@ -383,6 +385,7 @@ export const Limits = {
   MaxKernelFrames: 64,
   MaxFrames: 192,
   CommLen: 16,
+  MaxProbes: 8,
   PidFilterMaxEntries: 16384,
   StackWindowBytes: 256,
   CopiedStackBytes: 16384,

@@ -41,6 +41,13 @@ const symbols = {
   bpf_program__set_autoload: { parameters: ["pointer", "bool"], result: "i32" },
   bpf_program__attach: { parameters: ["pointer"], result: "pointer" },
   bpf_program__attach_perf_event: { parameters: ["pointer", "i32"], result: "pointer" },
+  bpf_program__set_type: { parameters: ["pointer", "u32"], result: "i32" },
+  bpf_program__attach_uprobe: {
+    parameters: ["pointer", "bool", "i32", "buffer", "usize"],
+    result: "pointer",
+  },
+  bpf_program__attach_kprobe: { parameters: ["pointer", "bool", "buffer"], result: "pointer" },
+  bpf_program__attach_tracepoint: { parameters: ["pointer", "buffer", "buffer"], result: "pointer" },
   bpf_link__destroy: { parameters: ["pointer"], result: "i32" },
   bpf_map_update_elem: { parameters: ["i32", "buffer", "buffer", "u64"], result: "i32" },
   bpf_map_lookup_elem: { parameters: ["i32", "buffer", "buffer"], result: "i32" },

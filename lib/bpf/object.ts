@@ -62,11 +62,12 @@ export class BpfObject<MapName extends string = BpfMapName, ProgramName extends 
    * creates no map (libbpf skips a map given a descriptor, data sections included, which keep the values
    * this object froze in them) and loads only the programs left to autoload, so a program this object
    * left out can be verified later and work on the same maps. Close it when its programs are in place
-   * (a program array keeps a program loaded).
+   * (a program array keeps a program loaded). The maps named in `except` are the new object's own (a
+   * tail-call table for programs of another type).
    *
    * @throws {Error} when this object is not loaded, or the two objects' maps do not pair up.
    */
-  openSharingMaps(): BpfObject<MapName, ProgramName> {
+  openSharingMaps(options: { except?: readonly MapName[] } = {}): BpfObject<MapName, ProgramName> {
     if (!this.#loaded) throw new Error("Cannot share the maps of a BPF object before it is loaded");
     const lib = libbpf();
     const sharing = BpfObject.open<MapName, ProgramName>(this.#bytes, "omniprof.bpf.o (shared maps)");
@@ -81,10 +82,12 @@ export class BpfObject<MapName extends string = BpfMapName, ProgramName extends 
         if (sectionPart(ownName) !== sectionPart(otherName)) {
           throw new Error(`Cannot share BPF map ${ownName}: the object opened again has ${otherName} there`);
         }
-        const fd = lib.fn.bpf_map__fd(own);
-        if (fd < 0) throw new LibbpfError(`get the descriptor of map ${ownName}`, -fd);
-        const result = lib.fn.bpf_map__reuse_fd(other, fd);
-        if (result < 0) throw new LibbpfError(`share BPF map ${ownName}`, -result);
+        if (!(options.except ?? []).some((name) => name === ownName)) {
+          const fd = lib.fn.bpf_map__fd(own);
+          if (fd < 0) throw new LibbpfError(`get the descriptor of map ${ownName}`, -fd);
+          const result = lib.fn.bpf_map__reuse_fd(other, fd);
+          if (result < 0) throw new LibbpfError(`share BPF map ${ownName}`, -result);
+        }
         own = lib.fn.bpf_object__next_map(this.#live(), own);
         other = lib.fn.bpf_object__next_map(sharing.#live(), other);
       }

@@ -62,6 +62,64 @@ export class BpfProgram {
     if (result < 0) throw new LibbpfError(`set autoload of program ${this.name}`, -result);
   }
 
+  /**
+   * Makes the program of another type (BPF_PROG_TYPE_*) than its section says; only before load. The
+   * unwinders are loaded again as the type of the probes that tail-call them (lib/record/probes.ts).
+   */
+  setType(type: number): void {
+    const result = libbpf().fn.bpf_program__set_type(this.#pointer, type);
+    if (result < 0) throw new LibbpfError(`set the type of program ${this.name}`, -result);
+  }
+
+  /**
+   * Attaches a kprobe-type program to a uprobe (or, with `returns`, a uretprobe) at `fileOffset` of the
+   * file at `path`, in every process that maps it.
+   */
+  attachUprobe(path: string, fileOffset: number, returns: boolean): BpfLink {
+    const lib = libbpf();
+    const { result: link, log } = lib.captureLog(() =>
+      lib.fn.bpf_program__attach_uprobe(this.#pointer, returns, -1, cString(path), BigInt(fileOffset))
+    );
+    if (link === null) {
+      throw new LibbpfError(
+        `attach program ${this.name} to ${returns ? "a uretprobe" : "a uprobe"} at ${path}+0x${
+          fileOffset.toString(16)
+        }`,
+        libc().errno(),
+        log,
+      );
+    }
+    return new BpfLink(link, `${this.name} on ${path}+0x${fileOffset.toString(16)}`);
+  }
+
+  /** Attaches a kprobe-type program to a kprobe at the entry of kernel function `name`. */
+  attachKprobe(name: string): BpfLink {
+    const lib = libbpf();
+    const { result: link, log } = lib.captureLog(() =>
+      lib.fn.bpf_program__attach_kprobe(this.#pointer, false, cString(name))
+    );
+    if (link === null) {
+      throw new LibbpfError(`attach program ${this.name} to kprobe ${name}`, libc().errno(), log);
+    }
+    return new BpfLink(link, `${this.name} on kprobe ${name}`);
+  }
+
+  /** Attaches a tracepoint-type program to tracepoint `category`:`name` (tracefs must be mounted). */
+  attachTracepoint(category: string, name: string): BpfLink {
+    const lib = libbpf();
+    const { result: link, log } = lib.captureLog(() =>
+      lib.fn.bpf_program__attach_tracepoint(this.#pointer, cString(category), cString(name))
+    );
+    if (link === null) {
+      throw new LibbpfError(
+        `attach program ${this.name} to tracepoint ${category}:${name}`,
+        libc().errno(),
+        log,
+      );
+    }
+    return new BpfLink(link, `${this.name} on tracepoint ${category}:${name}`);
+  }
+
   /** Attaches to the event its section names (raw_tp/..., tp/...). */
   attach(): BpfLink {
     const lib = libbpf();
@@ -84,4 +142,9 @@ export class BpfProgram {
     }
     return new BpfLink(link, `${this.name} on perf event ${perfEventFd}`);
   }
+}
+
+/** `text` as a NUL-terminated C string. */
+function cString(text: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(`${text}\0`);
 }

@@ -96,6 +96,8 @@ export class UnwindProgramTable {
   readonly #object: BpfObject;
   readonly #entries: readonly UnwindProgramEntry[];
   readonly #lazy: ReadonlySet<number>;
+  /** The BPF_PROG_TYPE_* the programs are loaded as, when not their sections' (perf_event). */
+  readonly #programType: number | null;
   readonly #filled = new Map<number, UnwindProgramEntry>();
   /** Slots whose program the kernel refused: not tried again (verifying it costs as much each time). */
   readonly #refused = new Map<number, Error>();
@@ -107,16 +109,25 @@ export class UnwindProgramTable {
 
   /**
    * Before `object` loads. When `lazy`, the runtimes' programs are left out of its load: each one is
-   * verified and loaded when {@linkcode require} first asks for its slot.
+   * verified and loaded when {@linkcode require} first asks for its slot. With `programType`, every
+   * program of the table is loaded as that type, for entry programs of that type to tail-call (probes).
    *
    * @throws {RangeError} from {@linkcode unwindPrograms} when the slots clash.
    */
-  constructor(object: BpfObject, runtimeUnwinders: readonly Unwinder[], options: { lazy: boolean }) {
+  constructor(
+    object: BpfObject,
+    runtimeUnwinders: readonly Unwinder[],
+    options: { lazy: boolean; programType?: number },
+  ) {
     this.#object = object;
     this.#entries = unwindPrograms(runtimeUnwinders);
     this.#lazy = new Set(options.lazy ? runtimeUnwinders.map(({ slot }) => slot) : []);
+    this.#programType = options.programType ?? null;
     for (const { slot, program } of this.#entries) {
-      if (this.#lazy.has(slot)) object.program(program).setAutoload(false);
+      const bpf = object.program(program);
+      if (this.#lazy.has(slot)) bpf.setAutoload(false);
+      else bpf.setAutoload(true);
+      if (this.#programType !== null) bpf.setType(this.#programType);
     }
   }
 
@@ -170,6 +181,7 @@ export class UnwindProgramTable {
       for (const name of Object.keys(BPF_PROGRAMS) as BpfProgramName[]) {
         sharing.program(name).setAutoload(name === program);
       }
+      if (this.#programType !== null) sharing.program(program).setType(this.#programType);
       try {
         sharing.load();
       } catch (error) {

@@ -17,7 +17,9 @@ import type { Pid } from "../types.ts";
 import { STDOUT_PATH } from "../output/output_file.ts";
 import { parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
 import { DEFAULT_OFF_CPU_MIN_US } from "../record/off_cpu.ts";
+import { parseProbe, ProbeError, type ProbeSpec } from "../probe/probe_spec.ts";
 import { UsageError } from "./usage_error.ts";
+import { Limits } from "../../support/types.ts";
 
 export { UsageError };
 
@@ -25,6 +27,8 @@ export { UsageError };
 export type OutputFormat = "pprof" | "folded" | "html" | "speedscope";
 
 const FORMATS: readonly OutputFormat[] = ["pprof", "folded", "html", "speedscope"];
+/** Probes one recording can count (bpf/probe.bpf.c has an entry program for each). */
+const MAX_EVENTS = Limits.MaxProbes;
 
 /** A validated `record` invocation. */
 export interface RecordArgs {
@@ -46,6 +50,8 @@ export interface RecordArgs {
   kernelAddresses: boolean;
   /** Record off-CPU time too: waits of at least this many µs; null: CPU samples only. */
   offCpuMinUs: number | null;
+  /** Probes (`-e`) to count instead of sampling CPUs; empty: CPU samples. */
+  probes: ProbeSpec[];
 }
 
 export const RECORD_USAGE = `Usage: omniprof record [options] [-- COMMAND [ARGS...]]
@@ -80,6 +86,14 @@ Options:
                            off-CPU and both
       --off-cpu-min US     with --off-cpu, leave out waits shorter than US microseconds, in the
                            kernel (default ${DEFAULT_OFF_CPU_MIN_US})
+  -e, --event EVENT        count EVENT, with the full stack of the thread at each hit, instead of sampling
+                           CPUs (repeatable, at most 8; -p and -- COMMAND filter them as they do
+                           samples): uprobe:PATH:SYMBOL (a function's entry; PATH without a slash is
+                           looked up in PATH and the library folders), uretprobe:PATH:SYMBOL (its
+                           return), tracepoint:CATEGORY:NAME (a kernel tracepoint; tracefs is mounted
+                           for the session if it is not), kprobe:FUNCTION (a kernel function, where the
+                           kernel allows kprobes). Outputs count hits; with several events, folded lines
+                           start with the event and pprof samples carry an "event" label
       --stats FILE         also write the session's counters (samples, lost, BPF metrics) as JSON
       --kernel-addresses   keep exact kernel addresses (pprof locations, unnamed kernel frames); they
                            reveal where the kernel is loaded (KASLR), so the file is then made readable
@@ -122,6 +136,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
         "kernel-addresses": { type: "boolean" },
         "off-cpu": { type: "boolean" },
         "off-cpu-min": { type: "string" },
+        event: { type: "string", short: "e", multiple: true },
         help: { type: "boolean", short: "h" },
       },
     );
@@ -147,6 +162,15 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     : values["off-cpu-min"] === undefined
     ? DEFAULT_OFF_CPU_MIN_US
     : parseWholeNumber(values["off-cpu-min"], "--off-cpu-min", { min: 0, max: 3_600_000_000, unit: "µs" });
+  let probes: ProbeSpec[];
+  try {
+    probes = (values.event ?? []).map(parseProbe);
+  } catch (error) {
+    if (error instanceof ProbeError) throw new UsageError(error.message);
+    throw error;
+  }
+  if (probes.length > MAX_EVENTS) throw new UsageError(`-e: at most ${MAX_EVENTS} events in one recording`);
+  if (probes.length > 0 && offCpu) throw new UsageError("choose one of -e and --off-cpu");
   const output = values.output ?? "profile.pb.gz";
   let format: OutputFormat;
   if (values.format !== undefined) {
@@ -177,5 +201,6 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     statsPath: values.stats ?? null,
     kernelAddresses: values["kernel-addresses"] ?? false,
     offCpuMinUs,
+    probes,
   };
 }

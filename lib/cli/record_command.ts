@@ -24,6 +24,14 @@ import { isFile } from "../sys/files.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
+import {
+  kernelFunction,
+  kprobesSupported,
+  ProbeError,
+  type ResolvedProbe,
+  resolveProbe,
+} from "../probe/probe_spec.ts";
+import { Tracefs } from "../probe/tracefs.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -34,6 +42,8 @@ export interface RecordPreflight extends Disposable {
   /** The files it writes, held open until written. */
   profile: OutputFile;
   stats: OutputFile | null;
+  /** The probes `-e` names, resolved on this machine. */
+  probes: ResolvedProbe[];
 }
 
 /** Checks that need no BPF: fail before anything starts. */
@@ -50,22 +60,42 @@ export function preflight(args: RecordArgs): RecordPreflight {
     if (process === null) throw new CommandError(`No process with PID ${pid}`);
     return process;
   });
-  const profile = OutputFile.open(args.output);
+  // Mounted (when it is not already) only if a tracepoint is asked for, and unmounted after.
+  let tracefs: Tracefs | null = null;
+  let probes: ResolvedProbe[];
+  try {
+    const machine = { tracefs: () => (tracefs ??= Tracefs.mount()), kprobesSupported, kernelFunction };
+    probes = args.probes.map((probe) => resolveProbe(probe, machine));
+  } catch (error) {
+    (tracefs as Tracefs | null)?.close();
+    if (error instanceof ProbeError) throw new CommandError(error.message, 2);
+    throw error;
+  }
+  let profile: OutputFile;
   let stats: OutputFile | null = null;
+  try {
+    profile = OutputFile.open(args.output);
+  } catch (error) {
+    (tracefs as Tracefs | null)?.close();
+    throw error;
+  }
   try {
     if (args.statsPath !== null) stats = OutputFile.open(args.statsPath);
     libbpf();
   } catch (error) {
     profile.close();
+    (tracefs as Tracefs | null)?.close();
     throw error;
   }
   return {
     processes,
     profile,
     stats,
+    probes,
     [Symbol.dispose]() {
       profile.close();
       stats?.close();
+      (tracefs as Tracefs | null)?.close();
     },
   };
 }
@@ -180,6 +210,7 @@ export async function recordCommand(argv: string[]): Promise<number> {
       executables: args.command.length > 0 ? programFiles(args.command[0]!) : [],
       sampleIdle: args.idle,
       ...(args.offCpuMinUs === null ? {} : { offCpu: { minNs: args.offCpuMinUs * 1000 } }),
+      ...(outputs.probes.length === 0 ? {} : { probes: outputs.probes }),
       interrupts,
       onProgress: (progress: RecorderProgress) =>
         status.update(
@@ -220,7 +251,8 @@ export async function recordCommand(argv: string[]): Promise<number> {
   const stacks = result.profile.samples.length;
   status.note(
     `wrote ${args.output === STDOUT_PATH ? "standard output" : args.output} (${args.format}): ` +
-      `${result.samples} samples, ${stacks} distinct stacks` +
+      (outputs.probes.length > 0 ? `${result.samples} events` : `${result.samples} samples`) +
+      `, ${stacks} distinct stacks` +
       (args.offCpuMinUs === null
         ? ""
         : `, ${result.offCpu.waits} off-CPU waits (${(result.offCpu.ns / 1e9).toFixed(2)} s` +
@@ -228,7 +260,11 @@ export async function recordCommand(argv: string[]): Promise<number> {
             ? `, ${result.metrics.OffCpuStoreFull} not kept: too many threads`
             : "") +
           ")") +
-      (lost > 0 ? `, ${lost} samples LOST (ring buffer full: try a lower -F)` : ", 0 lost") +
+      (lost === 0
+        ? ", 0 lost"
+        : outputs.probes.length > 0
+        ? `, ${lost} events LOST (ring buffer full: probe something less frequent, or filter with -p)`
+        : `, ${lost} samples LOST (ring buffer full: try a lower -F)`) +
       (kernelAddresses && outputs.profile.kind === "file" ? "; it holds kernel addresses: mode 0600" : ""),
   );
   logger.debug("BPF metrics {metrics}", { metrics: result.metrics });

@@ -75,6 +75,11 @@ export interface ProfileSample {
    * on-CPU from off-CPU time.
    */
   offCpuNs?: number;
+  /**
+   * For a profile of probe events (`record -e`): the index in {@linkcode Profile.events} of the event
+   * whose hits these are; `count` is then the number of hits. Absent in a profile of CPU samples.
+   */
+  event?: number;
   pid: number;
   tid: number;
   /** The thread's command name (`comm`) at the time of the samples. */
@@ -105,6 +110,12 @@ export interface Profile {
    * weighted by the period, off-CPU samples by their time), even where no thread was switched out.
    */
   offCpu?: boolean;
+  /**
+   * The probe events recorded (`record -e`), as the user named them (`uprobe:/usr/bin/app:handle`,
+   * `tracepoint:syscalls:sys_enter_write`): a profile of event counts rather than CPU samples, each
+   * sample's `event` an index here. Absent in a profile of CPU samples; `periodNs` is then 0.
+   */
+  events?: readonly string[];
   mappings: ProfileMapping[];
   locations: ProfileLocation[];
   samples: ProfileSample[];

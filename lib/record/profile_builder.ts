@@ -36,6 +36,8 @@ export interface ProfileInfo {
   periodNs: number;
   /** Off-CPU time was recorded (see Profile.offCpu); absent otherwise. */
   offCpu?: boolean;
+  /** The probe events recorded instead of CPU samples (see Profile.events); absent otherwise. */
+  events?: readonly string[];
 }
 
 /** Symbolizers to use instead of fresh ones (tests, or reuse across profiles). */
@@ -157,6 +159,7 @@ class Builder {
       // An off-CPU stack's count is its number of waits: its weight is the time.
       count: stack.offCpu ? 0 : stack.count,
       ...(stack.offCpu ? { offCpuNs: stack.offCpuNs } : {}),
+      ...(stack.probe === undefined ? {} : { event: stack.probe }),
       pid: stack.pid,
       tid: stack.tid,
       comm: stack.comm,

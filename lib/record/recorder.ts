@@ -183,7 +183,7 @@ export class Recorder {
     }
     const files = new FileRegistry({
       object: tracer.object,
-      unwinders: tracer.unwinders,
+      unwinders: tracer.runtimeUnwinders,
       runtimes: RUNTIMES,
     });
     // The process manager owns the perf maps (it reads one to the end when its process exits); the
@@ -385,8 +385,10 @@ export class Recorder {
     return {
       startTimeNs: this.#intervalStartNs,
       durationNs: nowNs - this.#intervalStartNs,
-      periodNs: this.tracer.periodNs,
+      // A profile of probe events has no sampling period.
+      periodNs: this.tracer.probes === null ? this.tracer.periodNs : 0,
       ...(this.tracer.offCpu ? { offCpu: true } : {}),
+      ...(this.tracer.probes === null ? {} : { events: this.tracer.probes.map((probe) => probe.name) }),
     };
   }
 

@@ -26,6 +26,7 @@ import { processRunning } from "../process/liveness.ts";
 import type { TracerMetrics } from "./tracer.ts";
 import type { PerfMapsStats } from "../symbolize/perf_maps.ts";
 import type { OffCpuOptions } from "./off_cpu.ts";
+import type { ResolvedProbe } from "../probe/probe_spec.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -52,6 +53,8 @@ export interface SessionOptions {
   sampleIdle?: boolean;
   /** Also record off-CPU time (lib/record/off_cpu.ts). */
   offCpu?: OffCpuOptions;
+  /** Count these probes' hits instead of sampling CPUs (lib/record/probes.ts). */
+  probes?: readonly ResolvedProbe[];
   /**
    * The stop signals caught for the caller's whole run (so that one during the caller's own work after the
    * session does no harm); by default the session catches them while it runs.
@@ -116,6 +119,7 @@ async function run(options: SessionOptions, interrupts: Interrupts): Promise<Ses
     followChildrenOf: options.start ? [Deno.pid as Pid] : [],
     sampleIdle: options.sampleIdle,
     offCpu: options.offCpu,
+    probes: options.probes,
     preloadPaths: options.executables ?? [],
     advise: options.onAdvice,
   });

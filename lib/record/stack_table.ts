@@ -130,6 +130,8 @@ export interface Stack {
    * number of waits and `offCpuNs` their total length.
    */
   readonly offCpu?: boolean;
+  /** The probe (`record -e`, its index among the session's) whose hits these are; absent for samples. */
+  readonly probe?: number;
   /** Traces with exactly this stack: CPU samples, or waits of an off-CPU stack. */
   count: number;
   /** ns the thread spent switched out with this stack; 0 for CPU samples. */
@@ -578,11 +580,18 @@ export class StackTable implements RecordSink, MappingEventSink {
       frames,
       stopReason: view.getUint8(offset + TRACE_STOP_REASON),
       ...(labels.length > 0 ? { labels } : {}),
-      ...(view.getUint8(offset + TRACE_ORIGIN) === TraceOrigin.OffCpu ? { offCpu: true } : {}),
+      ...originOf(view.getUint8(offset + TRACE_ORIGIN)),
       count: 1,
       offCpuNs: 0,
     };
   }
+}
+
+/** What a trace's origin makes of its stack: an off-CPU wait, a probe's hit, or (nothing) a CPU sample. */
+function originOf(origin: number): { offCpu?: true; probe?: number } {
+  if (origin === TraceOrigin.OffCpu) return { offCpu: true };
+  if (origin >= TraceOrigin.Probe) return { probe: origin - TraceOrigin.Probe };
+  return {};
 }
 
 /**
@@ -646,7 +655,8 @@ function readU64(view: DataView, at: number): number {
 
 /** What a stack names: equal for two traces that differ only in where within a line an interpreter was. */
 function decodedKey(stack: Stack): string {
-  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}${stack.offCpu ? "\0o" : ""}`;
+  let key = `${stack.pid}\0${stack.tid}\0${stack.comm}\0${stack.stopReason}${stack.offCpu ? "\0o" : ""}` +
+    (stack.probe === undefined ? "" : `\0p${stack.probe}`);
   for (const label of stack.labels ?? []) key += `\0l${label.key}\x01${label.value}`;
   for (const frame of stack.frames) {
     const symbol = frame.symbol;

@@ -25,6 +25,8 @@ import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
 import { closePerfEvent, openContextSwitches, openCpuClock } from "../perf/perf_event.ts";
 import { drainSwitchedOut, offCpuCapacity, type OffCpuOptions } from "./off_cpu.ts";
+import { PROBE_PROGRAMS, ProbeSet } from "./probes.ts";
+import type { ResolvedProbe } from "../probe/probe_spec.ts";
 import { monotonicNs } from "../sys/monotonic_clock.ts";
 import { onlineCpus } from "../sys/cpus.ts";
 import { EAGAIN } from "../sys/errno.ts";
@@ -82,6 +84,11 @@ export interface TracerOptions {
    */
   offCpu?: OffCpuOptions;
   /**
+   * Record stacks at these probes instead of CPU samples: each hit of probe i is a trace of origin
+   * TraceOrigin.Probe + i (lib/record/probes.ts).
+   */
+  probes?: readonly ResolvedProbe[];
+  /**
    * Verify and load every runtime's unwinder at start, not when the session first meets the runtime
    * (`omniprof check`: where a program this kernel's verifier refuses must show).
    */
@@ -135,8 +142,12 @@ export class Tracer {
   readonly periodNs: number;
   /** The off-CPU settings, or null when only CPU samples are recorded. */
   readonly offCpu: OffCpuOptions | null;
+  /** The probes recorded instead of CPU samples, or null. */
+  readonly probes: readonly ResolvedProbe[] | null;
   /** CLOCK_MONOTONIC ns when sampling stopped, or null while it runs. */
   #stoppedAtNs: number | null = null;
+  /** The session's probes, loaded; null when it samples CPUs. */
+  #probes: ProbeSet | null = null;
   #kernelNames: BpfKernelNames | null = null;
   #object: BpfObject;
   #unwinders: UnwindProgramTable;
@@ -152,8 +163,10 @@ export class Tracer {
     cpus: number[],
     periodNs: number,
     offCpu: OffCpuOptions | null,
+    probes: readonly ResolvedProbe[] | null,
   ) {
     this.offCpu = offCpu;
+    this.probes = probes;
     this.#object = object;
     this.#unwinders = unwinders;
     this.cpus = cpus;
@@ -180,7 +193,9 @@ export class Tracer {
     const filtered = (options.pids?.length ?? 0) > 0 || (options.followChildrenOf?.length ?? 0) > 0;
     const cpus = onlineCpus();
     const stackCopy = options.stackCopy ?? StackCopyMode.Unknown;
-    const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, options.frequencyHz, stackCopy);
+    // Probes fire at any rate, in bursts: their ring is sized as for sampling at 999 Hz.
+    const rate = (options.probes?.length ?? 0) > 0 ? Math.max(options.frequencyHz, 999) : options.frequencyHz;
+    const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, rate, stackCopy);
     const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
     let unwinders: UnwindProgramTable;
     try {
@@ -189,7 +204,8 @@ export class Tracer {
       object.close();
       throw error;
     }
-    const tracer = new Tracer(object, unwinders, cpus, periodNs, options.offCpu ?? null);
+    const probes = (options.probes?.length ?? 0) > 0 ? options.probes! : null;
+    const tracer = new Tracer(object, unwinders, cpus, periodNs, options.offCpu ?? null, probes);
     try {
       const rodata = object.map(".rodata").initialValue();
       const config = rodataOffsets.tracer_config;
@@ -216,6 +232,8 @@ export class Tracer {
       } else {
         for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
       }
+      // Probes' programs are of other types: they load in objects of their own (ProbeSet).
+      for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
       allocateOnDemand(object);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
@@ -223,6 +241,11 @@ export class Tracer {
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
 
       unwinders.fillLoaded();
+      if (probes !== null) {
+        tracer.#probes = ProbeSet.load(object, probes, runtimeUnwinders(RUNTIMES), {
+          lazy: !options.allUnwinders,
+        });
+      }
 
       const filter = object.map("pid_filter");
       const setFilter = (pid: Pid, flags: number) => {
@@ -263,6 +286,19 @@ export class Tracer {
     return this.#unwinders;
   }
 
+  /**
+   * What loads a runtime's unwinder when the session first meets the runtime: into the tracer's table and
+   * into those of the probes' program types.
+   */
+  get runtimeUnwinders(): Pick<UnwindProgramTable, "require"> {
+    return {
+      require: (slot: number) => {
+        this.#unwinders.require(slot);
+        for (const table of this.#probes?.tables ?? []) table.require(slot);
+      },
+    };
+  }
+
   /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
   get kernelNames(): BpfKernelNames | null {
     return this.#kernelNames;
@@ -288,6 +324,10 @@ export class Tracer {
   startSampling(): void {
     if (this.#sampling) return;
     this.#sampling = true;
+    if (this.#probes !== null) {
+      this.#probes.attach();
+      return;
+    }
     this.#attachPerCpu("sample_cpu", (cpu) => openCpuClock(cpu, this.periodNs));
     if (this.offCpu) this.#attachPerCpu("off_cpu_switch_out", openContextSwitches);
   }
@@ -330,6 +370,7 @@ export class Tracer {
   stopSampling(): void {
     for (const link of this.#links) link.close();
     this.#links = [];
+    this.#probes?.detach();
     if (this.#sampling) this.#stoppedAtNs ??= monotonicNs();
   }
 
@@ -372,6 +413,8 @@ export class Tracer {
     this.#waiter = null;
     this.#reader?.close();
     this.#reader = null;
+    this.#probes?.close();
+    this.#probes = null;
     this.#unwinders.close();
     this.#object.close();
   }

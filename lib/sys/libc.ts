@@ -61,6 +61,8 @@ const symbols = {
   // On a worker thread: waiting for a slow reader never blocks the event loop.
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   free: { parameters: ["pointer"], result: "void" },
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "pointer"], result: "i32" },
+  umount2: { parameters: ["buffer", "i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 export const PROT_READ = 1;

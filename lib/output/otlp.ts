@@ -21,6 +21,18 @@
  *   `events`, which says less). Both profiles are written for every process, even empty, so that a
  *   receiver can tell "never switched out" from "not recorded". Without off-CPU time the request is as
  *   before.
+ * - A profile of probe events (`Profile.events`, `record -e`) gives each `ScopeProfiles` one `Profile` per
+ *   event instead, in the order of `events`, each of `sample_type` events/count whose samples' single
+ *   value is their hits, `period_type` events/count and `period` 1 (every hit is recorded). The type is
+ *   `events/count`, not the event's name: backends key a profile's kind on its sample type (Grafana
+ *   Pyroscope joins type and unit with `:` into a profile type id), so a name such as
+ *   `uprobe:/usr/bin/app:handle` would make a malformed type and a new kind per probe, where a fixed
+ *   type of unit `count` reads as a count anywhere. The event goes in an attribute `event` instead (the
+ *   pprof label's name, so a conversion to pprof keeps `-tagfocus event=`): on the `Profile`, which
+ *   says which event an empty one is for, and on each of its samples, where backends that only keep
+ *   sample attributes as labels still tell the events apart. One `Profile` per event, like off-CPU
+ *   time's own, since a sample of one event means nothing summed with another's; each is written for
+ *   every process, even empty, for the same reason as off-CPU time's.
  *   Samples carry `thread.id` and `thread.name` as attributes, and each of their labels (Go's pprof
  *   labels) as a string attribute named by its key (a key that is one of the thread attributes' is left
  *   out, as keys are unique in a list); their identity is (stack, thread, labels).
@@ -47,6 +59,7 @@ import type { FrameKind, Profile } from "../profile/profile.ts";
 import { runtimeFrameKinds } from "../profile/frame_kinds.ts";
 import { frameKindOfMapping } from "./pprof.ts";
 import { hasOffCpuTime, sampleOffCpuNs } from "../profile/wall_time.ts";
+import { sampleEventIndex, UNKNOWN_EVENT } from "../profile/events.ts";
 import { ProtobufWriter, WireType } from "./protobuf_writer.ts";
 
 /** An attribute value: a string, a boolean, an integer (`int_value`) or another number (`double_value`). */
@@ -54,6 +67,9 @@ export type OtlpValue = string | boolean | number;
 
 /** Attributes as key/value pairs; keys must be unique within one list. */
 export type OtlpAttributes = ReadonlyArray<readonly [key: string, value: OtlpValue]>;
+
+/** The key of the attribute that names the probe event of a `Profile` and its samples. */
+export const EVENT_ATTRIBUTE = "event";
 
 /** The key of the frame type attribute of locations (OpenTelemetry semantic conventions). */
 export const FRAME_TYPE_ATTRIBUTE = "profile.frame.type";
@@ -91,8 +107,10 @@ interface OtlpSample {
   stackIndex: number;
   threadId: number;
   threadName: number;
-  /** Attribute indices of the sample's labels. */
+  /** Attribute indices of the sample's labels (led by its event's, in a probe-event profile). */
   labels: number[];
+  /** Index of its event in the request's list of events, -1 in a profile of CPU samples. */
+  event: number;
   count: number;
   /** Off-CPU ns of the samples merged into this one (0 for CPU samples). */
   offCpuNs: number;
@@ -230,6 +248,9 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
 
   // Stacks, sample attributes and the per-process grouping, before the tables they fill are written.
   // Samples with the same identity (stack and attributes) in one process are merged, as the schema asks.
+  // A probe-event profile's events, and one for samples that name none of them, added when one does.
+  const eventNames: string[] | null = profile.events === undefined ? null : [...profile.events];
+  let unknownEvent = -1;
   const stacks = new Interner("");
   const stackLists: number[][] = [[]];
   const samplesOfPid = new Map<number, Map<string, OtlpSample>>();
@@ -258,13 +279,26 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
       samplesOfPid.set(sample.pid, ofPid);
     }
     const labels = (sample.labels ?? []).filter((label, i, all) =>
-      !THREAD_ATTRIBUTES.has(label.key) && all.findIndex((other) => other.key === label.key) === i
+      !THREAD_ATTRIBUTES.has(label.key) && all.findIndex((other) => other.key === label.key) === i &&
+      (eventNames === null || label.key !== EVENT_ATTRIBUTE)
     ).map((label) => attribute(label.key, label.value));
+    let event = -1;
+    if (eventNames !== null) {
+      event = sampleEventIndex(sample, profile.events ?? []);
+      if (event === -1) {
+        if (unknownEvent === -1) {
+          unknownEvent = eventNames.length;
+          eventNames.push(UNKNOWN_EVENT);
+        }
+        event = unknownEvent;
+      }
+      labels.unshift(attribute(EVENT_ATTRIBUTE, eventNames[event]!));
+    }
     const identity = `${stackIndex},${threadId},${threadName},${labels.join(",")}`;
     const merged = ofPid.get(identity);
     const offCpuNs = sampleOffCpuNs(sample);
     if (merged === undefined) {
-      ofPid.set(identity, { stackIndex, threadId, threadName, labels, count: sample.count, offCpuNs });
+      ofPid.set(identity, { stackIndex, threadId, threadName, labels, event, count: sample.count, offCpuNs });
     } else {
       merged.count += sample.count;
       merged.offCpuNs += offCpuNs;
@@ -278,6 +312,8 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
   const unitNanoseconds = str("nanoseconds");
   const offCpu = hasOffCpuTime(profile);
   const typeOffCpu = offCpu ? str("off_cpu") : 0;
+  const typeEvents = eventNames !== null ? str("events") : 0;
+  const eventAttributes = (eventNames ?? []).map((name) => attribute(EVENT_ATTRIBUTE, name));
   const periodNs = Math.round(profile.periodNs);
   const startNs = Math.max(0, Math.round(profile.startTimeNs));
   const durationNs = Math.max(0, Math.round(profile.durationNs));
@@ -304,30 +340,46 @@ export function encodeOtlpProfiles(profile: Profile, options: OtlpEncodeOptions)
     // Profile: time_unix_nano is a fixed64, which the writer has no method for, so the profile is built
     // on its own and its fields concatenated with that one (fields may come in any order).
     const ofPid = samplesOfPid.get(pid)!;
-    const p = new ProtobufWriter(256 + ofPid.size * 16);
-    writeValueType(p, 1, typeSamples, unitCount);
-    for (const sample of ofPid.values()) {
-      // An off-CPU sample (count 0) belongs in the off-CPU profile only; before off-CPU time existed,
-      // no sample had count 0, so this leaves a CPU profile's bytes as they were.
-      if (offCpu && !(sample.count > 0)) continue;
-      writeSample(p, sample, sample.count);
-    }
-    if (durationNs !== 0) p.writeVarintField(4, durationNs);
-    writeValueType(p, 5, typeCpu, unitNanoseconds);
-    if (periodNs !== 0) p.writeInt64Field(6, periodNs);
-    p.writeBytesField(7, newProfileId());
-    out.writeBytesField(2, concat(fixed64Field(3, startNs), p.finish()));
-
-    if (offCpu) {
-      const o = new ProtobufWriter(256 + ofPid.size * 16);
-      writeValueType(o, 1, typeOffCpu, unitNanoseconds);
-      for (const sample of ofPid.values()) {
-        const ns = Math.round(sample.offCpuNs);
-        if (ns > 0) writeSample(o, sample, ns);
+    if (eventNames !== null) {
+      for (let e = 0; e < eventNames.length; e++) {
+        const p = new ProtobufWriter(256 + ofPid.size * 16);
+        writeValueType(p, 1, typeEvents, unitCount);
+        for (const sample of ofPid.values()) {
+          if (sample.event === e && sample.count > 0) writeSample(p, sample, sample.count);
+        }
+        if (durationNs !== 0) p.writeVarintField(4, durationNs);
+        writeValueType(p, 5, typeEvents, unitCount);
+        p.writeInt64Field(6, 1); // every hit is recorded
+        p.writeBytesField(7, newProfileId());
+        p.writePackedVarints(11, [eventAttributes[e]!]);
+        out.writeBytesField(2, concat(fixed64Field(3, startNs), p.finish()));
       }
-      if (durationNs !== 0) o.writeVarintField(4, durationNs);
-      o.writeBytesField(7, newProfileId());
-      out.writeBytesField(2, concat(fixed64Field(3, startNs), o.finish()));
+    } else {
+      const p = new ProtobufWriter(256 + ofPid.size * 16);
+      writeValueType(p, 1, typeSamples, unitCount);
+      for (const sample of ofPid.values()) {
+        // An off-CPU sample (count 0) belongs in the off-CPU profile only; before off-CPU time existed,
+        // no sample had count 0, so this leaves a CPU profile's bytes as they were.
+        if (offCpu && !(sample.count > 0)) continue;
+        writeSample(p, sample, sample.count);
+      }
+      if (durationNs !== 0) p.writeVarintField(4, durationNs);
+      writeValueType(p, 5, typeCpu, unitNanoseconds);
+      if (periodNs !== 0) p.writeInt64Field(6, periodNs);
+      p.writeBytesField(7, newProfileId());
+      out.writeBytesField(2, concat(fixed64Field(3, startNs), p.finish()));
+
+      if (offCpu) {
+        const o = new ProtobufWriter(256 + ofPid.size * 16);
+        writeValueType(o, 1, typeOffCpu, unitNanoseconds);
+        for (const sample of ofPid.values()) {
+          const ns = Math.round(sample.offCpuNs);
+          if (ns > 0) writeSample(o, sample, ns);
+        }
+        if (durationNs !== 0) o.writeVarintField(4, durationNs);
+        o.writeBytesField(7, newProfileId());
+        out.writeBytesField(2, concat(fixed64Field(3, startNs), o.finish()));
+      }
     }
 
     out.writeStringField(3, SEMCONV_SCHEMA_URL);

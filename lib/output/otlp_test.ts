@@ -366,3 +366,63 @@ Deno.test("encodeOtlpProfiles() without off-CPU time writes one Profile a scope"
   assert.deepEqual(request.resource_profiles.map((rp) => rp.scope_profiles[0]!.profiles.length), [1, 1, 1]);
   assert.ok(!request.dictionary.string_table.includes("off_cpu"));
 });
+
+Deno.test("encodeOtlpProfiles() of a probe-event profile writes one events/count Profile per event, named by an attribute", () => {
+  const events: Profile = {
+    ...profile,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/chain:c", "tracepoint:syscalls:sys_enter_read"],
+    samples: [
+      { locations: [0, 1, 2, 3], count: 4, event: 0, pid: 100, tid: 100, comm: "chain" },
+      // The same stack and thread, another event: a sample of the other Profile.
+      { locations: [0, 1, 2, 3], count: 6, event: 1, pid: 100, tid: 100, comm: "chain" },
+      // The same identity as the first: merged, its hits added; its own `event` label is left out.
+      {
+        locations: [0, 1, 2, 3],
+        count: 1,
+        event: 0,
+        pid: 100,
+        tid: 100,
+        comm: "chain",
+        labels: [{ key: "event", value: "x" }],
+      },
+      { locations: [5, 6], count: 2, event: 9, pid: 200, tid: 200, comm: "python3" }, // no such event
+    ],
+  };
+  const bytes = encodeOtlpProfiles(events, { resourceAttributes, scope });
+  const { request: requestType } = loadOtelSchema();
+  assert.equal(requestType.verify(requestType.decode(bytes)), null);
+  const request = decodeRequest(bytes);
+  const strings: string[] = request.dictionary.string_table;
+  const attributeText = (index: number) => {
+    const entry = request.dictionary.attribute_table[index]!;
+    return `${strings[entry.key_strindex]}=${entry.value?.string_value}`;
+  };
+  const typeText = (t: { type_strindex: number; unit_strindex: number }) =>
+    `${strings[t.type_strindex]}/${strings[t.unit_strindex]}`;
+  for (const rp of request.resource_profiles) {
+    const profiles = rp.scope_profiles[0]!.profiles;
+    // Every event for every process, even never hit there; the stray sample's event comes last.
+    assert.deepEqual(profiles.map((p) => p.attribute_indices.map(attributeText)), [
+      ["event=uprobe:/usr/bin/chain:c"],
+      ["event=tracepoint:syscalls:sys_enter_read"],
+      ["event=[unknown event]"],
+    ]);
+    for (const p of profiles) {
+      assert.equal(typeText(p.sample_type), "events/count");
+      assert.equal(typeText(p.period_type), "events/count");
+      assert.equal(Number(p.period), 1);
+    }
+  }
+  const flat = flattenRequest(request).map((s) =>
+    `${s.resource["process.pid"]}/${s.attributes["thread.id"]} ${s.sampleType} ${s.attributes["event"]} ${
+      s.frames.join(";")
+    } ${s.values}`
+  );
+  assert.deepEqual(flat, [
+    "100/100 events/count uprobe:/usr/bin/chain:c main;a;b;c 5",
+    "100/100 events/count tracepoint:syscalls:sys_enter_read main;a;b;c 6",
+    "200/200 events/count [unknown event] ;handler 2",
+  ]);
+  assert.ok(!strings.includes("x"), "the sample's own event label is not written");
+});

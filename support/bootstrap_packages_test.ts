@@ -203,8 +203,14 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
     why: "a compiled workload, deno, or setpriv/unshare (util-linux) in front of them",
   },
   {
+    file: /^lib\/probe\/probe_spec\.ts$/,
+    expression: /^spec\.path$/,
+    runs: [],
+    why: "not run: the file a uprobe names, opened to read its symbols",
+  },
+  {
     file: /^tests\/kernel\/guest_(checks|suite)\.ts$/,
-    expression: /^`(\$\{(context\.)?workloads\}\/chain|\/usr\/bin\/\$\{entry\.name\})`$/,
+    expression: /^`(\$\{(context\.)?workloads\}\/(chain|sleeper)|\/usr\/bin\/\$\{entry\.name\})`$/,
     runs: [],
     why: "runs inside the qemu guest of `deno task test-kernel`, from its initramfs",
   },

@@ -16,7 +16,7 @@ import {
   tracingTest,
 } from "./helpers.ts";
 import { decodePprof } from "../lib/output/pprof_reader.ts";
-import { programs } from "../lib/testing/requirements.ts";
+import { SYSTEM_PYTHON, systemPython } from "../lib/interpreter/python/test_processes.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
 
 /** Built without frame pointers: the off-CPU stacks are unwound from .eh_frame as samples are. */
@@ -179,7 +179,10 @@ Deno.test(
     "record --off-cpu of Python sleeping under a chain: the waits carry the Python frames",
     async () => {
       const dir = tempDir();
-      const workload = await startReadyProcess("python3", [`${REPO_ROOT}tests/workloads/sleeper.py`, "30"]);
+      const workload = await startReadyProcess(SYSTEM_PYTHON, [
+        `${REPO_ROOT}tests/workloads/sleeper.py`,
+        "30",
+      ]);
       try {
         const result = await runCli([
           "record",

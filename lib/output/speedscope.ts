@@ -15,11 +15,15 @@
  * instead: CPU samples by the period, off-CPU samples by the time their thread was switched out, so that
  * speedscope's views (which know one weight only) show where time went, not only where the CPU went.
  *
+ * A profile of probe events (`record -e`) weighs hit counts (unit "none": speedscope shows them as plain
+ * numbers), never time, as its period is 0. With several events, each process gets one profile per
+ * event, named `app (pid 7): EVENT`, busiest first like the rest: speedscope sums every weight of a
+ * profile, and hits of one probe added to another's would count nothing real.
+ *
  * @example
  * ```ts
  * import { formatSpeedscope } from "./speedscope.ts";
  * import type { Profile, ProfileSample } from "../profile/profile.ts";
-import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
  * declare const profile: Profile;
  * Deno.writeTextFileSync("cpu.speedscope.json", formatSpeedscope(profile, { name: "nginx" }));
  * ```
@@ -30,6 +34,7 @@ import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
 import type { Profile, ProfileSample } from "../profile/profile.ts";
 import { hasOffCpuTime, sampleWallNs } from "../profile/wall_time.ts";
 import { processNames } from "../profile/process_names.ts";
+import { sampleEventIndex, UNKNOWN_EVENT } from "../profile/events.ts";
 
 /** The schema URL speedscope files declare. */
 export const SPEEDSCOPE_SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json";
@@ -89,19 +94,25 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
   const frameIds = new Map<string, number>();
   const frameOfLocation = new Int32Array(locations.length).fill(-1);
   const wall = hasOffCpuTime(profile);
-  const unit = wall || profile.periodNs > 0 ? "nanoseconds" : "none";
-  const weightPerSample = profile.periodNs > 0 ? profile.periodNs : 1;
+  // Hits of probe events are counts whatever the period says (it is 0 there).
+  const events = profile.events;
+  const unit = events === undefined && (wall || profile.periodNs > 0) ? "nanoseconds" : "none";
+  const weightPerSample = events === undefined && profile.periodNs > 0 ? profile.periodNs : 1;
+  // With several events, a profile per process and event: samples are grouped by this key.
+  const splitEvents = events !== undefined && events.length > 1;
   const weightOf = (sample: ProfileSample): number =>
     wall ? sampleWallNs(sample, profile.periodNs) : sample.count > 0 ? sample.count * weightPerSample : 0;
 
   interface Building {
     pid: number;
+    /** The event's index, events.length for samples of no event, -1 when not split by event. */
+    event: number;
     stacks: Map<string, number>;
     stackList: number[][];
     weights: number[];
     total: number;
   }
-  const processes = new Map<number, Building>();
+  const processes = new Map<number | string, Building>();
   const names = processNames(profile);
   for (let s = 0; s < samples.length; s++) {
     const sample = samples[s]!;
@@ -132,16 +143,23 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
       // Leaf first in the profile, root first in speedscope.
       stack[sample.locations.length - 1 - i] = frame;
     }
-    let building = processes.get(sample.pid);
+    let event = -1;
+    if (splitEvents) {
+      event = sampleEventIndex(sample, events);
+      if (event === -1) event = events.length;
+    }
+    const group = splitEvents ? `${sample.pid}:${event}` : sample.pid;
+    let building = processes.get(group);
     if (building === undefined) {
       building = {
         pid: sample.pid,
+        event,
         stacks: new Map(),
         stackList: [],
         weights: [],
         total: 0,
       };
-      processes.set(sample.pid, building);
+      processes.set(group, building);
     }
     building.total += weight;
     const key = stack.join(",");
@@ -154,13 +172,16 @@ export function speedscopeFile(profile: Profile, options: SpeedscopeOptions = {}
       building.weights.push(weight);
     }
   }
-  const ordered = [...processes.values()].sort((a, b) => b.total - a.total || a.pid - b.pid);
+  const ordered = [...processes.values()].sort((a, b) =>
+    b.total - a.total || a.pid - b.pid || a.event - b.event
+  );
+  const eventName = (event: number) => event === -1 ? "" : `: ${events?.[event] ?? UNKNOWN_EVENT}`;
   return {
     $schema: SPEEDSCOPE_SCHEMA_URL,
     shared: { frames },
     profiles: ordered.map((building) => ({
       type: "sampled",
-      name: `${names.get(building.pid) || "[unknown]"} (pid ${building.pid})`,
+      name: `${names.get(building.pid) || "[unknown]"} (pid ${building.pid})${eventName(building.event)}`,
       unit,
       startValue: 0,
       endValue: building.total,

@@ -89,3 +89,34 @@ Deno.test("speedscopeFile() of an off-CPU profile weighs wall time in ns: CPU sa
   assert.equal(app.endValue, 70_000_000);
   assert.deepEqual(file.profiles[2]!.weights, [1_000_000]);
 });
+
+Deno.test("speedscopeFile() of a probe-event profile weighs hits, with a profile per process and event when several", () => {
+  const events: Profile = {
+    ...profile,
+    periodNs: 0,
+    offCpu: true, // ignored: an events profile has no wall time
+    events: ["uprobe:/usr/bin/app:work", "tracepoint:syscalls:sys_enter_read"],
+    samples: [
+      { locations: [1, 0], count: 2, event: 0, pid: 10, tid: 10, comm: "app" },
+      { locations: [2, 0], count: 3, event: 0, pid: 10, tid: 11, comm: "app-worker" },
+      { locations: [3, 0], count: 4, event: 1, pid: 10, tid: 10, comm: "app" },
+      { locations: [0], count: 1, pid: 10, tid: 10, comm: "app" }, // no event
+    ],
+  };
+  const file = speedscopeFile(events);
+  assert.deepEqual(
+    file.profiles.map((p) => [p.name, p.unit, p.samples, p.weights, p.endValue]),
+    [
+      ["app (pid 10): uprobe:/usr/bin/app:work", "none", [[0, 1]], [5], 5],
+      ["app (pid 10): tracepoint:syscalls:sys_enter_read", "none", [[0, 2]], [4], 4],
+      ["app (pid 10): [unknown event]", "none", [[0]], [1], 1],
+    ],
+  );
+  // One event: the profiles of a CPU profile, in hits.
+  const one = speedscopeFile({
+    ...events,
+    events: ["uprobe:/usr/bin/app:work"],
+    samples: events.samples.slice(0, 2),
+  });
+  assert.deepEqual(one.profiles.map((p) => [p.name, p.unit, p.weights]), [["app (pid 10)", "none", [5]]]);
+});

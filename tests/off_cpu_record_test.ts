@@ -211,6 +211,6 @@ Deno.test(
         Deno.removeSync(dir, { recursive: true });
       }
     },
-    programs("python3"),
+    systemPython(),
   ),
 );

@@ -28,8 +28,13 @@ export interface OffCpuOptions {
 }
 
 /**
- * Default minimum wait, in µs. Measured with the off-CPU bench workload (threads handing a byte back
- * and forth through pipes, each wait a few µs): see `record --help`.
+ * Default minimum wait, in µs: keep them all. Measured with the bench's switch-heavy workload (two threads
+ * handing a byte back and forth through pipes on one CPU, 32,000 switches a second, nearly every wait
+ * between 10 and 100 µs), `record --off-cpu -p PID -d 5`, CPU of omniprof's process (user + system):
+ * minimum 1 µs 0.33 s, 162,543 waits sent; 10 µs 0.28 s; 100 µs 0.22 s, 288 sent, 4.84 of the 4.98 s of
+ * waits lost; 1,000 µs 0.22 s. Sending every wait costs the host about 0.7 µs each (0.1 s for 160,000),
+ * while any floor that saves it drops the waits of exactly such a workload. The BPF cost (an unwind per
+ * switch-out) is the same whatever the minimum.
  */
 export const DEFAULT_OFF_CPU_MIN_US = 1;
 

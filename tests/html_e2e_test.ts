@@ -359,3 +359,97 @@ Deno.test(
     }
   }),
 );
+
+/** The probe event the page shows, from its hook (which tests/browser.ts does not type). */
+function shownEvent(page: Page): Promise<string> {
+  return page.evaluate(() =>
+    (globalThis as unknown as { omniprof: { event: () => string } }).omniprof.event()
+  );
+}
+
+/** Hits of two probes in one server: handle on two stacks, a syscall under wait_io. */
+function eventsProfile(): Profile {
+  const frame = (kind: FrameKind, functionName: string): ProfileLocation => ({
+    kind,
+    mapping: -1,
+    address: 0,
+    functionName,
+    sourceFile: "",
+    line: 0,
+  });
+  return {
+    startTimeNs: 1.7e18,
+    durationNs: 2e9,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/server:handle", "tracepoint:syscalls:sys_enter_read"],
+    mappings: [],
+    locations: [
+      frame("native", "main"),
+      frame("native", "handle"),
+      frame("native", "wait_io"),
+      frame("kernel", "ksys_read"),
+    ],
+    samples: [
+      { locations: [1, 0], count: 30, event: 0, pid: 40, tid: 40, comm: "server" },
+      { locations: [1, 2, 0], count: 10, event: 0, pid: 40, tid: 41, comm: "server-io" },
+      { locations: [3, 2, 0], count: 60, event: 1, pid: 40, tid: 41, comm: "server-io" },
+    ],
+  };
+}
+
+Deno.test(
+  browserTest("a probe-event profile's page counts events and shows one event or all", async () => {
+    const dir = tempDir();
+    try {
+      const html = `${dir}/events.html`;
+      Deno.writeTextFileSync(html, formatFlamegraphHtml(eventsProfile(), { title: "events" }));
+      const opened = await openPage(html);
+      const { page } = opened;
+      try {
+        const widthOf = async (name: string) =>
+          (await drawnFrames(page)).filter((f) => f.name === name).reduce((sum, f) => sum + f.width, 0);
+        const canvas = await hook(page, "canvasWidth");
+        // Opens on all events: 40 hits of handle and 60 of the read syscall.
+        assert.equal(await hook(page, "time"), "events");
+        assert.equal(await shownEvent(page), "all");
+        assert.deepEqual((await hook(page, "search")).samples, [100]);
+        assert.match(
+          await page.locator("#facts").innerText(),
+          /100 events · 2\.00 s · uprobe:\/usr\/bin\/server:handle: 40 · tracepoint:syscalls:sys_enter_read: 60/,
+        );
+        assert.ok(Math.abs(await widthOf("wait_io") - canvas * 0.7) < 1, "wait_io: 70 of 100 hits");
+        await screenshot(page, "html_e2e_events_all.png");
+
+        // Hover wait_io: events, not samples or time.
+        const waitIo = (await drawnFrames(page)).find((f) => f.name === "wait_io")!;
+        const box = (await page.locator("#canvas").boundingBox())!;
+        await page.mouse.move(box.x + waitIo.x + waitIo.width / 2, box.y + waitIo.y + waitIo.height / 2);
+        const tip = await page.locator("#tooltip").innerText();
+        assert.match(tip, /total 70 events \(70\.0%\)/);
+        assert.match(tip, /self 0 events \(0%\)/);
+        assert.equal(
+          await page.locator("#table thead tr").innerText(),
+          "function\tkind\tself events ▾\tself %\ttotal events\ttotal %",
+        );
+
+        // The uprobe alone: 40 hits, all under handle; ksys_read is gone.
+        await page.selectOption("#event", { label: "uprobe:/usr/bin/server:handle (40)" });
+        assert.equal(await shownEvent(page), "uprobe:/usr/bin/server:handle");
+        assert.deepEqual((await hook(page, "search")).samples, [40]);
+        assert.equal(await widthOf("ksys_read"), 0);
+        assert.ok(Math.abs(await widthOf("handle") - canvas) < 1);
+        await page.fill("#search", "wait_io");
+        assert.match((await hook(page, "search")).text, /matched: 25\.0% of events \(10\)/);
+        await screenshot(page, "html_e2e_events_one.png");
+
+        await page.selectOption("#event", "-1");
+        assert.deepEqual((await hook(page, "search")).samples, [100]);
+        assert.deepEqual(opened.requests, [new URL(`file://${html}`).href]);
+      } finally {
+        await opened.close();
+      }
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  }),
+);

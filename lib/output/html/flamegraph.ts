@@ -5,7 +5,9 @@
  * The same page shows differential profiles (see diff_html.ts in lib/report).
  *
  * A profile with off-CPU time gets a control in the toolbar to show on-CPU time, off-CPU time or both
- * (wall time, the default); a page without it has no such control, and reads as before.
+ * (wall time, the default); a page without it has no such control, and reads as before. A profile of
+ * several probe events gets a menu to show one event or all (the default); with one event there is
+ * nothing to pick, and none.
  *
  * The page's code lives in page_model.js (the computations, tested in Deno) and page_view.js (the DOM),
  * embedded at build time as text, like its style in page.css.
@@ -57,6 +59,10 @@ export function renderFlamegraphPage(data: FlamegraphData): string {
   <div class="seg" role="group" aria-label="Time">
     <button id="time-cpu" type="button" aria-pressed="false" title="Time on a CPU">On-CPU</button><button id="time-off" type="button" aria-pressed="false" title="Time switched out: blocked or waiting for a CPU">Off-CPU</button><button id="time-wall" type="button" aria-pressed="true" title="Both: wall time">Both</button>
   </div>`;
+  // The page fills the menu from the data, so event names need no escaping here.
+  const eventControl = (data.events?.length ?? 0) < 2 ? "" : `
+  <label id="event-label" title="The probe event whose hits are shown">Event <select id="event"></select></label>`;
+  const amounts = data.events === undefined ? "samples" : "events";
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -76,7 +82,7 @@ ${style}</style>
 <nav class="toolbar">
   <div class="seg" role="group" aria-label="Orientation">
     <button id="view-flame" type="button" aria-pressed="true" title="Roots at the bottom">Flame</button><button id="view-icicle" type="button" aria-pressed="false" title="Roots at the top">Icicle</button>
-  </div>${timeControl}
+  </div>${timeControl}${eventControl}
   <input id="search" type="search" placeholder="Search functions: text or /regex/" autocomplete="off" spellcheck="false" aria-label="Search functions">
   <span id="match" class="match" aria-live="polite"></span>
   <span class="spacer"></span>
@@ -88,7 +94,7 @@ ${style}</style>
 <div id="legend" class="legend"></div>
 <div class="zoom-bar"><button id="reset" type="button" title="Esc">Reset zoom</button><div id="crumbs" class="crumbs"></div></div>
 <main id="chart" class="chart"><canvas id="canvas" aria-label="Flamegraph"></canvas></main>
-<div id="details" class="details">Hover a frame for its samples; click to zoom.</div>
+<div id="details" class="details">Hover a frame for its ${amounts}; click to zoom.</div>
 <section class="table-section">
   <h2>Top functions<span id="table-note"></span></h2>
   <div class="table-wrap"><table id="table"><thead></thead><tbody></tbody></table></div>

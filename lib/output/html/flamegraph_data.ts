@@ -14,6 +14,11 @@
  * out (`sampleOffCpuNs`, beside the CPU sample counts), and its series its totals, so that the page can
  * show on-CPU time, off-CPU time or both; data without off-CPU time has neither field, as before.
  *
+ * A profile of probe events (`record -e`) keeps its samples' counts as hits, and the data lists the
+ * events (`events`, of all series) and each sample's (`sampleEvent`), so the page can say "events"
+ * rather than samples and show one event or all; samples of two events are never merged, even on one
+ * stack and thread. Data of a CPU profile has neither field, as before.
+ *
  * @example
  * ```ts
  * import { flamegraphData } from "./flamegraph_data.ts";
@@ -29,6 +34,7 @@
 import type { FrameKind, Profile } from "../../profile/profile.ts";
 import { processNames } from "../../profile/process_names.ts";
 import { hasOffCpuTime, sampleOffCpuNs } from "../../profile/wall_time.ts";
+import { hasEvents, sampleEventName } from "../../profile/events.ts";
 import { type KindColour, runtimeFrameKinds } from "../../profile/frame_kinds.ts";
 
 /** A frame kind, plus `"process"` for the pseudo frames that stand for processes. */
@@ -43,7 +49,7 @@ export interface KindStyle extends KindColour {
 export interface FlamegraphSeries {
   /** What the user calls it: a file name, or "before"/"after". */
   name: string;
-  /** Sum of its sample counts. */
+  /** Sum of its sample counts: hits, for a profile of probe events. */
   samples: number;
   durationNs: number;
   /** CPU time one sample stands for, in ns (0 when unknown). */
@@ -55,6 +61,11 @@ export interface FlamegraphSeries {
    * (even when 0): its presence is what tells the page to offer on-CPU, off-CPU and wall time.
    */
   offCpuNs?: number;
+  /**
+   * For a profile of probe events, the hits of each of the data's `events` in this series (0 for one it
+   * did not record or never hit); its presence tells the page that amounts are events.
+   */
+  eventHits?: number[];
 }
 
 /**
@@ -96,11 +107,19 @@ export interface FlamegraphData {
    * then has a count, off-CPU time or both (samples of one node and thread are merged).
    */
   sampleOffCpuNs?: number[];
+  /**
+   * The probe events of the series that are profiles of events (`Profile.events`), in the order the
+   * first series lists them, then the second's that the first lacks; present only when a series counts
+   * events.
+   */
+  events?: string[];
+  /** Each sample's event, an index into `events`; present with it. */
+  sampleEvent?: number[];
 }
 
 /** Options of {@linkcode flamegraphData} and {@linkcode diffFlamegraphData}. */
 export interface FlamegraphDataOptions {
-  /** Shown as the page's title (default: "CPU profile" or "Differential profile"). */
+  /** Shown as the page's title (default: "CPU profile", "Event profile" or "Differential profile"). */
   title?: string;
   /** Names of the series (default: "profile", or "before" and "after"). */
   seriesNames?: string[];
@@ -129,7 +148,7 @@ export const PROCESS_KIND = "process";
 export function flamegraphData(profile: Profile, options: FlamegraphDataOptions = {}): FlamegraphData {
   const builder = new DataBuilder(false, [profile], options);
   builder.add(profile, 0);
-  return builder.finish("profile", options.title ?? "CPU profile");
+  return builder.finish("profile", options.title ?? (hasEvents(profile) ? "Event profile" : "CPU profile"));
 }
 
 /**
@@ -170,6 +189,10 @@ class DataBuilder {
   readonly #recordThread: number[] = [];
   readonly #recordCount: number[] = [];
   readonly #recordOffCpuNs: number[] = [];
+  /** Per sample: its event's index in #events (-1 for a CPU sample). */
+  readonly #recordEvent: number[] = [];
+  readonly #events: string[] = [];
+  readonly #eventIds = new Map<string, number>();
   readonly #threads: number[] = [];
   /** Thread ids by tid: the (series, pid, comm) variants seen with that tid. */
   readonly #threadIds = new Map<number, { series: number; pid: number; comm: string; id: number }[]>();
@@ -195,6 +218,9 @@ class DataBuilder {
     const frameOfLocation = new Int32Array(locations.length).fill(-1);
     const nameOfProcess = processNames(profile);
     const processFrame = new Map<number, number>();
+    // Every event the profile recorded is listed, hit or not, in its order.
+    const events = hasEvents(profile) ? profile.events ?? [] : null;
+    if (events !== null) { for (const name of events) this.#event(name); }
     const onProgress = this.#options.onProgress;
     for (let s = 0; s < samples.length; s++) {
       if (onProgress !== undefined && (this.#doneSamples & 0x3fff) === 0) {
@@ -239,6 +265,7 @@ class DataBuilder {
       this.#recordThread.push(this.#thread(series, sample.pid, sample.tid, sample.comm));
       this.#recordCount.push(count);
       this.#recordOffCpuNs.push(offCpuNs);
+      this.#recordEvent.push(events === null ? -1 : this.#event(sampleEventName(sample, events)));
     }
   }
 
@@ -280,6 +307,7 @@ class DataBuilder {
     const stacks = this.#stackFrames;
     for (let i = 0; i < this.#stackFramesEnd; i++) stacks[i] = frameRank[stacks[i]!]!;
     const starts = this.#recordStart, lengths = this.#recordLength, threadOf = this.#recordThread;
+    const eventOf = this.#recordEvent;
     // Stacks in lexicographic order (a prefix first), then by thread.
     const order = starts.map((_, i) => i).sort((a, b) => {
       const x = starts[a]!, y = starts[b]!;
@@ -288,7 +316,7 @@ class DataBuilder {
         const d = stacks[x + i]! - stacks[y + i]!;
         if (d !== 0) return d;
       }
-      return lengths[a]! - lengths[b]! || threadOf[a]! - threadOf[b]!;
+      return lengths[a]! - lengths[b]! || threadOf[a]! - threadOf[b]! || eventOf[a]! - eventOf[b]!;
     });
 
     // One walk over the sorted stacks builds the tree: each stack reuses the path it shares with the last.
@@ -298,6 +326,7 @@ class DataBuilder {
     const sampleThread: number[] = [];
     const sampleCount: number[] = [];
     const sampleOffCpu: number[] = [];
+    const sampleEvent: number[] = [];
     const path: number[] = [];
     let previous = -1;
     for (const record of order) {
@@ -316,7 +345,8 @@ class DataBuilder {
       }
       const thread = threadOf[record]!;
       if (
-        previous >= 0 && shared === length && lengths[previous] === length && threadOf[previous] === thread
+        previous >= 0 && shared === length && lengths[previous] === length && threadOf[previous] === thread &&
+        eventOf[previous] === eventOf[record]
       ) {
         sampleCount[sampleCount.length - 1]! += this.#recordCount[record]!;
         sampleOffCpu[sampleOffCpu.length - 1]! += this.#recordOffCpuNs[record]!;
@@ -325,6 +355,7 @@ class DataBuilder {
         sampleThread.push(thread);
         sampleCount.push(this.#recordCount[record]!);
         sampleOffCpu.push(this.#recordOffCpuNs[record]!);
+        sampleEvent.push(eventOf[record]!);
       }
       previous = record;
     }
@@ -334,6 +365,17 @@ class DataBuilder {
     for (let t = 0; t < threads.length; t += 4) threads[t + 2] = stringRank[threads[t + 2]!]!;
     const seriesNames = this.#options.seriesNames ?? (mode === "diff" ? ["before", "after"] : ["profile"]);
     const offCpu = this.#profiles.map((profile) => hasOffCpuTime(profile));
+    const counted = this.#profiles.map((profile) => hasEvents(profile));
+    const eventHits = (profile: Profile): number[] => {
+      const hits = this.#events.map(() => 0);
+      const events = profile.events ?? [];
+      for (const sample of profile.samples) {
+        if (!(sample.count > 0)) continue;
+        const e = this.#eventIds.get(sampleEventName(sample, events))!;
+        hits[e] = hits[e]! + sample.count;
+      }
+      return hits;
+    };
     return {
       format: "omniprof-flamegraph",
       version: 1,
@@ -348,6 +390,7 @@ class DataBuilder {
         ...(offCpu[i]
           ? { offCpuNs: profile.samples.reduce((sum, sample) => sum + sampleOffCpuNs(sample), 0) }
           : {}),
+        ...(counted[i] ? { eventHits: eventHits(profile) } : {}),
       })),
       strings,
       kinds: kindNames,
@@ -363,6 +406,7 @@ class DataBuilder {
       sampleThread,
       sampleCount,
       ...(offCpu.includes(true) ? { sampleOffCpuNs: sampleOffCpu } : {}),
+      ...(counted.includes(true) ? { events: this.#events.slice(), sampleEvent } : {}),
     };
   }
 
@@ -372,6 +416,16 @@ class DataBuilder {
       id = this.#stringList.length;
       this.#stringList.push(text);
       this.#strings.set(text, id);
+    }
+    return id;
+  }
+
+  #event(name: string): number {
+    let id = this.#eventIds.get(name);
+    if (id === undefined) {
+      id = this.#events.length;
+      this.#events.push(name);
+      this.#eventIds.set(name, id);
     }
     return id;
   }

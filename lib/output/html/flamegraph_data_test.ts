@@ -203,3 +203,52 @@ Deno.test("flamegraphData() without off-CPU time has no off-CPU fields", () => {
   assert.equal(recorded.series[0]!.offCpuNs, 0, "recorded with off-CPU time, none switched out");
   assert.deepEqual(recorded.sampleOffCpuNs, [0]);
 });
+
+Deno.test("flamegraphData() of a probe-event profile keeps each sample's event and never merges two events", () => {
+  const profile = {
+    ...profileOf([
+      "app/7/7: main;handle 3",
+      "app/7/7: main;handle 2", // the same stack, thread and event: merged
+      "app/7/7: main;handle 4", // the same stack and thread, another event
+      "app/7/8: main;read;vfs_read[k] 1", // no such event
+    ]),
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "tracepoint:syscalls:sys_enter_getpgid", "kprobe:never_hit"],
+  };
+  profile.samples[0]!.event = 0;
+  profile.samples[1]!.event = 0;
+  profile.samples[2]!.event = 1;
+  profile.samples[3]!.event = 5;
+  const data = flamegraphData(profile);
+  assert.deepEqual(data.events, [
+    "uprobe:/usr/bin/app:handle",
+    "tracepoint:syscalls:sys_enter_getpgid",
+    "kprobe:never_hit",
+    "[unknown event]",
+  ]);
+  const name = (frame: number) => data.strings[data.frames[3 * frame]!]!;
+  const rows = data.sampleNode.map((node, s) => {
+    const parts: string[] = [];
+    for (let n = node; n > 0; n -= data.nodeParentDistance[n]!) parts.unshift(name(data.nodeFrame[n]!));
+    return `${parts.join(";")}@${data.threads[4 * data.sampleThread[s]! + 1]} ${data.sampleCount[s]} ${
+      data.events![data.sampleEvent![s]!]
+    }`;
+  }).sort();
+  assert.deepEqual(rows, [
+    "app;main;handle@7 4 tracepoint:syscalls:sys_enter_getpgid",
+    "app;main;handle@7 5 uprobe:/usr/bin/app:handle",
+    "app;main;read;vfs_read@8 1 [unknown event]",
+  ]);
+  assert.equal(data.series[0]!.samples, 10);
+  assert.deepEqual(data.series[0]!.eventHits, [5, 4, 0, 1]);
+  assert.equal(data.title, "Event profile");
+  assert.equal("sampleOffCpuNs" in data, false);
+});
+
+Deno.test("flamegraphData() without probe events has no event fields", () => {
+  const data = flamegraphData(profileOf(["app/7/7: main;work 3"]));
+  assert.equal("events" in data, false);
+  assert.equal("sampleEvent" in data, false);
+  assert.equal("eventHits" in data.series[0]!, false);
+  assert.equal(data.title, "CPU profile");
+});

@@ -75,3 +75,24 @@ Deno.test("formatFlamegraphHtml() offers on-CPU, off-CPU and both only for a pro
   assert.deepEqual(buttons, ["cpu false On-CPU", "off false Off-CPU", "wall true Both"]);
   assert.deepEqual(embeddedData(offCpu).sampleOffCpuNs?.toSorted(), [0, 5e6]);
 });
+
+Deno.test("formatFlamegraphHtml() offers a menu of events only for a profile of several probe events", () => {
+  const events: Profile = {
+    ...hostile,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "tracepoint:syscalls:sys_enter_read"],
+    samples: hostile.samples.map((sample, i) => ({ ...sample, event: i % 2 })),
+  };
+  const page = formatFlamegraphHtml(events);
+  assert.ok(page.includes('<select id="event"></select>'));
+  assert.ok(page.includes("Hover a frame for its events; click to zoom."));
+  assert.ok(!page.includes('id="time-'), "no time control: events are not time");
+  assert.deepEqual(embeddedData(page).events, [
+    "uprobe:/usr/bin/app:handle",
+    "tracepoint:syscalls:sys_enter_read",
+  ]);
+  const one = formatFlamegraphHtml({ ...events, events: ["kprobe:do_sys_openat2"], samples: [] });
+  assert.ok(!one.includes('id="event"'), "one event: nothing to pick");
+  assert.ok(one.includes("Hover a frame for its events; click to zoom."));
+  assert.ok(!formatFlamegraphHtml(hostile).includes('id="event"'));
+});

@@ -13,7 +13,8 @@
  *
  * A profile with off-CPU time is counted in ns of the time chosen with {@linkcode weighSamples} (on-CPU,
  * off-CPU or both: wall time), not in samples; every function below counts `sampleWeight`, so they need
- * not know which.
+ * not know which. A profile of probe events counts hits, of every event or of the one chosen with
+ * {@linkcode pickEvent}, the same way.
  *
  * @module
  */
@@ -26,6 +27,7 @@
  * @property {number} periodNs
  * @property {number} startTimeNs
  * @property {number} [offCpuNs] total off-CPU ns; present only when recorded with off-CPU time
+ * @property {number[]} [eventHits] hits of each of the data's events; present only for probe events
  */
 
 /**
@@ -47,6 +49,8 @@
  * @property {number[]} sampleThread
  * @property {number[]} sampleCount
  * @property {number[]} [sampleOffCpuNs] off-CPU ns of each sample, when a series has off-CPU time
+ * @property {string[]} [events] the probe events, when a series counts events
+ * @property {number[]} [sampleEvent] each sample's event (index into events, -1 for none), with events
  */
 
 /**
@@ -75,6 +79,8 @@
  * @property {Float64Array} sampleCount CPU samples
  * @property {Float64Array | null} sampleOffCpuNs null when no series has off-CPU time
  * @property {boolean} offCpu whether a series has off-CPU time (the page then counts time, not samples)
+ * @property {string[] | null} events the probe events, null when no series counts events
+ * @property {Int32Array | null} sampleEvent each sample's event, null without events
  * @property {Float64Array} sampleWeight what each sample counts for: its count, or time in ns
  */
 
@@ -97,7 +103,8 @@ export function decodeData(data) {
   if (
     !Number.isInteger(frameCount) || !Number.isInteger(threadCount) || data.nodeFrame.length !== nodeCount ||
     data.sampleThread.length !== sampleCount || data.sampleCount.length !== sampleCount || nodeCount < 1 ||
-    (data.sampleOffCpuNs !== undefined && data.sampleOffCpuNs.length !== sampleCount)
+    (data.sampleOffCpuNs !== undefined && data.sampleOffCpuNs.length !== sampleCount) ||
+    (data.events !== undefined && data.sampleEvent?.length !== sampleCount)
   ) {
     throw new RangeError("Cannot read the profile data: table lengths disagree");
   }
@@ -126,6 +133,10 @@ export function decodeData(data) {
     sampleCount: Float64Array.from(data.sampleCount),
     sampleOffCpuNs: data.sampleOffCpuNs === undefined ? null : Float64Array.from(data.sampleOffCpuNs),
     offCpu: data.sampleOffCpuNs !== undefined,
+    events: data.events ?? null,
+    sampleEvent: data.events === undefined || data.sampleEvent === undefined
+      ? null
+      : Int32Array.from(data.sampleEvent),
     sampleWeight: new Float64Array(0),
   };
   model.sampleWeight = model.sampleCount;
@@ -177,9 +188,14 @@ export function decodeData(data) {
     model.threadComm[t] = comm;
     model.threadSeries[t] = series;
   }
+  const eventCount = model.events?.length ?? 0;
   for (let s = 0; s < sampleCount; s++) {
     const node = model.sampleNode[s] ?? -1, thread = model.sampleThread[s] ?? -1;
-    if (!(node > 0 && node < nodeCount && thread >= 0 && thread < threadCount)) {
+    const event = model.sampleEvent === null ? -1 : model.sampleEvent[s] ?? -2;
+    if (
+      !(node > 0 && node < nodeCount && thread >= 0 && thread < threadCount && event >= -1 &&
+        event < eventCount)
+    ) {
       throw new RangeError(`Cannot read the profile data: sample ${s} is out of range`);
     }
   }
@@ -208,6 +224,25 @@ export function weighSamples(model, view) {
     const cpu = view === "off" ? 0 : (model.sampleCount[i] ?? 0) * period;
     weight[i] = cpu + (view === "cpu" ? 0 : off[i] ?? 0);
   }
+  model.sampleWeight = weight;
+}
+
+/**
+ * Makes each sample count its hits if it is one of `event` (an index into the model's events), or,
+ * for -1, whatever its event: the page then shows one probe event's stacks, or all of them. Without
+ * events samples keep counting as samples.
+ * @param {Model} model
+ * @param {number} event
+ * @returns {void}
+ */
+export function pickEvent(model, event) {
+  const events = model.sampleEvent;
+  if (events === null || event < 0) {
+    model.sampleWeight = model.sampleCount;
+    return;
+  }
+  const weight = new Float64Array(model.sampleCount.length);
+  for (let i = 0; i < weight.length; i++) weight[i] = events[i] === event ? model.sampleCount[i] ?? 0 : 0;
   model.sampleWeight = weight;
 }
 

@@ -15,6 +15,7 @@ import {
   type Model,
   nodeValues,
   percent,
+  pickEvent,
   searchTree,
   type ViewTree,
   visibleFrames,
@@ -308,4 +309,41 @@ Deno.test("weighSamples() leaves a page without off-CPU time counting samples", 
     () => decodeData({ ...flamegraphData(profileOf(LINES)), sampleOffCpuNs: [1] }),
     /table lengths disagree/,
   );
+});
+
+Deno.test("pickEvent() counts the hits of one probe event, or of all with -1", () => {
+  const profile: Profile = {
+    ...profileOf([
+      "app/1/1: main;handle 3",
+      "app/1/1: main;handle 4",
+      "app/1/2: main;read 2",
+    ]),
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "tracepoint:syscalls:sys_enter_read"],
+  };
+  profile.samples[0]!.event = 0;
+  profile.samples[1]!.event = 1;
+  profile.samples[2]!.event = 1;
+  const model = decodeData(flamegraphData(profile));
+  assert.deepEqual(model.events, ["uprobe:/usr/bin/app:handle", "tracepoint:syscalls:sys_enter_read"]);
+  assert.equal(model.offCpu, false);
+  const tree = buildViewTree(model, "none");
+  const totals = () => {
+    const counts = countTree(model, tree, null);
+    return [
+      counts.samples[0],
+      counts.total[0]![nodeAt(model, tree, ["main", "handle"])],
+      counts.total[0]![nodeAt(model, tree, ["main", "read"])],
+    ];
+  };
+  assert.deepEqual(totals(), [9, 7, 2], "all events by default");
+  pickEvent(model, 0);
+  assert.deepEqual(totals(), [3, 3, 0]);
+  pickEvent(model, 1);
+  assert.deepEqual(totals(), [6, 4, 2]);
+  pickEvent(model, -1);
+  assert.deepEqual(totals(), [9, 7, 2]);
+  const data = flamegraphData(profile);
+  assert.throws(() => decodeData({ ...data, sampleEvent: [0] }), /table lengths disagree/);
+  assert.throws(() => decodeData({ ...data, sampleEvent: data.sampleEvent!.map(() => 2) }), /out of range/);
 });

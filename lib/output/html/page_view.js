@@ -12,6 +12,9 @@
  * samples, wherever it shows an amount; it opens on both (wall time), where a blocked thread's time
  * stands beside a busy one's. Without off-CPU time nothing of this shows.
  *
+ * A profile of probe events counts events (hits), never time: the header, tooltips, search and table say
+ * "events", and with several events a menu shows one event or all of them (the default).
+ *
  * @module
  */
 import {
@@ -26,6 +29,7 @@ import {
   matchFrames,
   nodeValues,
   percent,
+  pickEvent,
   searchTree,
   visibleFrames,
   weighSamples,
@@ -109,6 +113,10 @@ export function startPage() {
   const TIME_NAMES = { cpu: "on-CPU time", off: "off-CPU time", wall: "wall time" };
   /** An amount as the page counts it: ns of time, or samples. @param {number} n */
   const formatAmount = (n) => (timed ? formatDuration(n) : formatCount(n));
+  /** Whether amounts are hits of probe events, not samples. */
+  const counted = model.events !== null;
+  /** What a count counts. */
+  const unit = counted ? "events" : "samples";
 
   const canvas = /** @type {HTMLCanvasElement} */ (byId("canvas"));
   const chart = byId("chart");
@@ -173,9 +181,15 @@ export function startPage() {
   }
   /** @param {import("./page_model.js").SeriesInfo} series */
   const seriesFacts = (series) => {
-    const parts = [`${formatCount(series.samples)} samples`];
+    const parts = [`${formatCount(series.samples)} ${unit}`];
     if (series.durationNs > 0) parts.push(formatDuration(series.durationNs));
     if (series.periodNs > 0) parts.push(`${Math.round(1e9 / series.periodNs)} Hz`);
+    // Each event's hits, when there are several to tell apart.
+    if (series.eventHits !== undefined && series.eventHits.length > 1) {
+      for (const [e, hits] of series.eventHits.entries()) {
+        parts.push(`${model.events?.[e]}: ${formatCount(hits)}`);
+      }
+    }
     if (series.offCpuNs !== undefined) {
       parts.push(`${formatDuration(series.samples * series.periodNs)} on-CPU`);
       parts.push(`${formatDuration(series.offCpuNs)} off-CPU`);
@@ -306,7 +320,7 @@ export function startPage() {
     } else {
       const hit = search.samples[0] ?? 0;
       matchInfo.textContent = `matched: ${percent(hit, counts.samples[0] ?? 0)} of ${
-        timed ? TIME_NAMES[state.time] : "samples"
+        timed ? TIME_NAMES[state.time] : unit
       } (${formatAmount(hit)})`;
     }
   }
@@ -407,7 +421,7 @@ export function startPage() {
     const lines = [];
     const kind = kindOf(v);
     const f = tree.frame[v] ?? -1;
-    let where = v === 0 ? "all samples" : kindLabel(kind);
+    let where = v === 0 ? `all ${unit}` : kindLabel(kind);
     if (f >= 0 && model.frameKind[f] !== model.processKind && (model.frameDetail[f] ?? -1) >= 0) {
       where += ` · ${model.strings[model.frameDetail[f] ?? 0]}`;
     } else if (f >= 0 && model.frameKind[f] === model.processKind && state.grouping === "process") {
@@ -442,8 +456,8 @@ export function startPage() {
       } else {
         const period = model.series[0]?.periodNs ?? 0;
         const cpu = period > 0 ? ` · ${formatDuration(total * period)} CPU` : "";
-        lines.push(`total ${formatCount(total)} samples (${percent(total, all)})${cpu}`);
-        lines.push(`self ${formatCount(self)} samples (${percent(self, all)})`);
+        lines.push(`total ${formatCount(total)} ${unit} (${percent(total, all)})${counted ? "" : cpu}`);
+        lines.push(`self ${formatCount(self)} ${unit} (${percent(self, all)})`);
       }
       if (state.zoom !== 0 && v !== state.zoom) {
         lines.push(`${percent(total, counts.total[0]?.[state.zoom] ?? 0)} of ${label(state.zoom)}`);
@@ -532,7 +546,7 @@ export function startPage() {
     }
   } else {
     columns.push({
-      title: "self",
+      title: counted ? "self events" : "self",
       numeric: true,
       get: (row) => row.self[0] ?? 0,
       show: (row) => formatAmount(row.self[0] ?? 0),
@@ -544,7 +558,7 @@ export function startPage() {
       show: (row) => percent(row.self[0] ?? 0, counts.samples[0] ?? 0),
     });
     columns.push({
-      title: "total",
+      title: counted ? "total events" : "total",
       numeric: true,
       get: (row) => row.total[0] ?? 0,
       show: (row) => formatAmount(row.total[0] ?? 0),
@@ -821,6 +835,29 @@ export function startPage() {
   if (timed) {
     for (const [which, button] of timeButtons) button?.addEventListener("click", () => setTime(which));
   }
+  // One probe event or all: the menu is only in the page of a profile of several events.
+  const eventSelect = /** @type {HTMLSelectElement | null} */ (document.getElementById("event"));
+  let eventShown = -1;
+  if (counted && eventSelect !== null) {
+    const hits = model.events?.map((_, e) =>
+      model.series.reduce((sum, s) => sum + (s.eventHits?.[e] ?? 0), 0)
+    ) ?? [];
+    const all = hits.reduce((sum, n) => sum + n, 0);
+    eventSelect.append(new Option(`all (${formatCount(all)})`, "-1"));
+    for (const [e, name] of (model.events ?? []).entries()) {
+      eventSelect.append(new Option(`${name} (${formatCount(hits[e] ?? 0)})`, String(e)));
+    }
+    eventSelect.value = "-1";
+    eventSelect.addEventListener("change", () => {
+      const t0 = performance.now();
+      eventShown = Number(eventSelect.value);
+      pickEvent(model, eventShown);
+      state.hover = -1;
+      recount();
+      render();
+      timings.lastFilterMs = performance.now() - t0;
+    });
+  }
   resetButton.addEventListener("click", () => zoomTo(0));
   resetButton.disabled = true;
 
@@ -926,8 +963,13 @@ export function startPage() {
       return out;
     },
     view: () => (state.flame ? "flame" : "icicle"),
-    /** What amounts are: "samples", or the time shown ("cpu", "off", "wall") of an off-CPU profile. */
-    time: () => (timed ? state.time : "samples"),
+    /**
+     * What amounts are: "samples", "events" (hits of probe events), or the time shown ("cpu", "off",
+     * "wall") of an off-CPU profile.
+     */
+    time: () => (timed ? state.time : unit),
+    /** The probe event shown ("all" for every one, "" in a profile without events). */
+    event: () => (!counted ? "" : eventShown < 0 ? "all" : model.events?.[eventShown] ?? ""),
     zoomed: () => label(state.zoom),
     search: () => ({
       query: state.query,

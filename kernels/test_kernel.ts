@@ -242,6 +242,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
     ]);
     const chain = await buildWorkload("chain", ["-O2", "-fno-omit-frame-pointer"], "-fp");
     const sleeper = await buildWorkload("sleeper", ["-O2", "-fomit-frame-pointer"], "-nofp");
+    const calls = await buildWorkload("calls", ["-O2", "-fomit-frame-pointer"], "-nofp");
     const libbpf = await findLibrary("libbpf.so.1");
     const python = guestPython();
     const node = guestNode();
@@ -249,6 +250,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
     const base = await baseFiles([libbpf], [
       chain,
       sleeper,
+      calls,
       ...(python ? [python.executable] : []),
       ...(node ? [node.executable] : []),
       ...(jvm?.binaries ?? []),
@@ -265,6 +267,7 @@ export async function prepareGuest(options: GuestRunOptions): Promise<Initramfs>
         },
         { path: "/omniprof/workloads/chain", data: Deno.readFileSync(chain), mode: 0o755 },
         { path: "/omniprof/workloads/sleeper", data: Deno.readFileSync(sleeper), mode: 0o755 },
+        { path: "/omniprof/workloads/calls", data: Deno.readFileSync(calls), mode: 0o755 },
         ...(python?.files ?? []),
         ...(node?.files ?? []),
         ...(jvm?.files ?? []),

@@ -210,7 +210,7 @@ const REVIEWED_DYNAMIC: ReviewedDynamicUse[] = [
   },
   {
     file: /^tests\/kernel\/guest_(checks|suite)\.ts$/,
-    expression: /^`(\$\{(context\.)?workloads\}\/(chain|sleeper)|\/usr\/bin\/\$\{entry\.name\})`$/,
+    expression: /^`(\$\{(context\.)?workloads\}\/(chain|sleeper|calls)|\/usr\/bin\/\$\{entry\.name\})`$/,
     runs: [],
     why: "runs inside the qemu guest of `deno task test-kernel`, from its initramfs",
   },

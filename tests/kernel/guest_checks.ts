@@ -712,6 +712,55 @@ const recordOffCpu: GuestCheck = {
   },
 };
 
+/**
+ * `record -e` with one probe of each kind in one session, kprobes included (the guests have them): the
+ * calls workload calls target() and getpgid exactly COUNT times each under main;caller_a;caller_b, so each
+ * event counts exactly COUNT hits, each with that chain. Folded lines start with the event.
+ */
+const recordProbes: GuestCheck = {
+  name: "record-probes",
+  async run(context) {
+    const count = 300;
+    const calls = `${context.workloads}/calls`;
+    const events = [
+      `uprobe:${calls}:target`,
+      `uretprobe:${calls}:target`,
+      "tracepoint:syscalls:sys_enter_getpgid",
+      "kprobe:__x64_sys_getpgid",
+    ];
+    const folded = "/tmp/omniprof-probes.folded";
+    // The workload waits 2 s before its calls: under emulation omniprof reads it in that time.
+    const run = await context.runCli([
+      "record",
+      ...events.flatMap((event) => ["-e", event]),
+      "-o",
+      folded,
+      "--",
+      calls,
+      String(count),
+      "2000",
+    ]);
+    expect(run.code === 0, `omniprof record exited with ${run.code}`, outputLog(run));
+    const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "calls");
+    const chain = ["main", "caller_a", "caller_b"];
+    const counted: string[] = [];
+    for (const event of events) {
+      const of = stacks.filter((stack) => stack.frames[0] === event);
+      const hits = countWhere(of, () => true);
+      const chained = countWhere(of, (stack) => hasChain(stack.frames, chain));
+      const details = [...of].sort((a, b) => b.count - a.count).slice(0, 5).map((s) =>
+        `${s.count} ${s.frames.join(";")}`
+      );
+      expect(hits === count, `${event}: ${hits} hits, ${count} calls`, details);
+      expect(chained === count, `${event}: ${chained} of ${hits} hits under ${chain.join(";")}`, details);
+      counted.push(`${event.split(":")[0]} ${hits}`);
+    }
+    return `record -e x${events.length}: ${counted.join(", ")} hits of ${count} calls, each under ${
+      chain.join(";")
+    }`;
+  },
+};
+
 /** Every check, in the order the suite runs them. */
 export function guestChecks(context: SuiteContext): GuestCheck[] {
   return [
@@ -731,5 +780,6 @@ export function guestChecks(context: SuiteContext): GuestCheck[] {
     recordNode,
     recordJava,
     recordOffCpu,
+    recordProbes,
   ];
 }

@@ -12,6 +12,7 @@ import { OutputFile } from "../output/output_file.ts";
 import { diffProfiles, formatDiffTable } from "../report/diff.ts";
 import { formatDiffHtml } from "../report/diff_html.ts";
 import { totalSampleCount } from "../report/top.ts";
+import { countUnit } from "../report/event_summary.ts";
 import type { Profile } from "../profile/profile.ts";
 import { readPprofFile } from "./report_command.ts";
 import { baseName } from "../sys/path.ts";
@@ -88,5 +89,7 @@ export async function diffCommand(argv: string[]): Promise<number> {
 }
 
 function describe(path: string, profile: Profile): string {
-  return `${path}, ${totalSampleCount(profile)} samples over ${(profile.durationNs / 1e9).toFixed(1)} s`;
+  return `${path}, ${totalSampleCount(profile)} ${countUnit(profile)} over ${
+    (profile.durationNs / 1e9).toFixed(1)
+  } s`;
 }

@@ -1,6 +1,6 @@
 /**
  * `omniprof report FILE`: the top functions of a pprof profile (ours or any other tool's), by self and
- * total samples; or the profile converted: folded stacks on stdout, an interactive flamegraph page, or a
+ * total samples (hits, for a profile of probe events, with each event's total when there are several); or the profile converted: folded stacks on stdout, an interactive flamegraph page, or a
  * speedscope file.
  *
  * @module
@@ -16,6 +16,7 @@ import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../output/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
 import { timeSummary } from "../report/time_summary.ts";
+import { countUnit, eventSummary } from "../report/event_summary.ts";
 import { CommandError } from "./command_error.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { baseName } from "../sys/path.ts";
@@ -125,12 +126,19 @@ export async function reportCommand(argv: string[]): Promise<number> {
   const total = totalSampleCount(profile);
   const seconds = profile.durationNs / 1e9;
   console.log(
-    `${path}: ${total} samples over ${seconds.toFixed(1)} s, ${profile.samples.length} distinct stacks, ` +
+    `${path}: ${total} ${countUnit(profile)} over ${
+      seconds.toFixed(1)
+    } s, ${profile.samples.length} distinct stacks, ` +
       `${new Set(profile.samples.map((sample) => sample.pid)).size} processes`,
   );
   // With off-CPU time, a line of each total: the table below counts CPU samples only.
   const times = timeSummary(profile);
   if (times !== null) console.log(`${times}; functions by CPU samples:`);
+  // With several probe events, each one's hits: the table adds them all up.
+  const events = eventSummary(profile);
+  if (events !== null && events.length > 0) {
+    console.log(`${events.join("\n")}\nfunctions by hits of all events:`);
+  }
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
   return 0;
 }

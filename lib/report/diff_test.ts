@@ -107,3 +107,31 @@ Deno.test("diffProfiles() compares CPU samples only, leaving off-CPU samples (co
     -1,
   ]]);
 });
+
+/** A probe-event profile: `hits` of handle under main, and one hit of another event in main. */
+function eventsProfile(hits: number): Profile {
+  return {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "kprobe:do_sys_openat2"],
+    mappings: [],
+    locations: [
+      { kind: "native", mapping: -1, address: 0, functionName: "handle", sourceFile: "", line: 0 },
+      { kind: "native", mapping: -1, address: 0, functionName: "main", sourceFile: "", line: 0 },
+    ],
+    samples: [
+      { locations: [0, 1], count: hits, event: 0, pid: 1, tid: 1, comm: "app" },
+      { locations: [1], count: 1, event: 1, pid: 1, tid: 1, comm: "app" },
+    ],
+  };
+}
+
+Deno.test("diffProfiles() of probe-event profiles compares shares of hits, though the period is 0", () => {
+  const diff = diffProfiles(eventsProfile(3), eventsProfile(9));
+  assert.deepEqual([diff.samplesBefore, diff.samplesAfter], [4, 10]);
+  assert.deepEqual(diff.rows.map((r) => [r.name, r.selfDelta.toFixed(2), r.totalDelta.toFixed(2)]), [
+    ["handle", "0.15", "0.15"],
+    ["main", "-0.15", "0.00"],
+  ]);
+});

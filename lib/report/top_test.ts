@@ -153,3 +153,32 @@ Deno.test("topFunctions() counts CPU samples only: off-CPU samples (count 0) add
   assert.deepEqual(topFunctions(asleep), []);
   assert.equal(formatTopTable(topFunctions(asleep), 0), "self%  self  total%  total  function\n");
 });
+
+/** A probe-event profile: `hits` of handle under main, and one hit of another event in main. */
+function eventsProfile(hits: number): Profile {
+  return {
+    startTimeNs: 0,
+    durationNs: 1e9,
+    periodNs: 0,
+    events: ["uprobe:/usr/bin/app:handle", "kprobe:do_sys_openat2"],
+    mappings: [],
+    locations: [
+      { kind: "native", mapping: -1, address: 0, functionName: "handle", sourceFile: "", line: 0 },
+      { kind: "native", mapping: -1, address: 0, functionName: "main", sourceFile: "", line: 0 },
+    ],
+    samples: [
+      { locations: [0, 1], count: hits, event: 0, pid: 1, tid: 1, comm: "app" },
+      { locations: [1], count: 1, event: 1, pid: 1, tid: 1, comm: "app" },
+    ],
+  };
+}
+
+Deno.test("topFunctions() of a probe-event profile counts hits, though the period is 0", () => {
+  assert.deepEqual(
+    topFunctions(eventsProfile(3)).map((r) => [r.name, r.self, r.total, r.selfPercent, r.totalPercent]),
+    [
+      ["handle", 3, 3, 75, 75],
+      ["main", 1, 4, 25, 100],
+    ],
+  );
+});

@@ -1,3 +1,4 @@
+import { PROBE_PROGRAMS } from "../record/probes.ts";
 import assert from "node:assert/strict";
 import { libbpf, LibbpfError } from "./libbpf.ts";
 import { u32Key } from "./map.ts";
@@ -46,10 +47,14 @@ function kernelSlots(object: BpfObject): Map<number, number> {
   return filled;
 }
 
-/** The object as a session opens it: the kernel-names program only where the kernel runs it. */
+/**
+ * The object as a session opens it: the kernel-names program only where the kernel runs it, and without
+ * the probes' programs, which load as their own types in objects of their own (lib/record/probes.ts).
+ */
 function openObject(): BpfObject {
   const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
   object.program("name_kernel_addresses").setAutoload(false);
+  for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
   return object;
 }
 

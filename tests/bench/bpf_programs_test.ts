@@ -1,3 +1,4 @@
+import { PROBE_PROGRAMS } from "../../lib/record/probes.ts";
 import assert from "node:assert/strict";
 import {
   type NamedProgram,
@@ -119,6 +120,8 @@ Deno.test("perSampleNs() divides the chain's run time by the entry program's run
 
 Deno.test(tracingTest("ProgramWatcher names the programs a process holds, asking the kernel", () => {
   using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  // The probes' programs load as their own types in objects of their own (lib/record/probes.ts).
+  for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
   object.load();
   const watcher = new ProgramWatcher(Deno.pid);
   watcher.poll();

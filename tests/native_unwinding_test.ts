@@ -2,6 +2,7 @@
  * The native unwinder's state on a real BPF object: a process's mappings in the pid/page trie (a process
  * read again writes only what changed), files' stack deltas loaded by page or whole, and full maps.
  */
+import { openTracerObject } from "../lib/record/tracer_object.ts";
 import assert from "node:assert/strict";
 import { FileRegistry } from "../lib/process/file_registry.ts";
 import type { ResolvedMapping } from "../lib/process/mapped_file.ts";
@@ -15,8 +16,7 @@ import type { Address, Pid } from "../lib/types.ts";
 import { PidPageMappings } from "../lib/unwind/pid_page_mappings.ts";
 import { PythonUnwindProgram, UnwindProgram } from "../support/types.ts";
 import { tracingTest } from "./helpers.ts";
-import { BpfObject } from "../lib/bpf/object.ts";
-import { bpfObjectBytes } from "../support/embedded/bpf_object.ts";
+import type { BpfObject } from "../lib/bpf/object.ts";
 import { KERNEL_NAMES_PROGRAM } from "../lib/symbolize/bpf_kernel_names.ts";
 
 /** The trie and known-pid set of `object`, as the process manager writes them. */
@@ -148,7 +148,7 @@ Deno.test(
 );
 
 Deno.test(tracingTest("full BPF maps leave processes and files to frame pointers, and nothing throws", () => {
-  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  using object = openTracerObject();
   // Room for one process, three trie entries and two pages of stack deltas.
   object.map("known_pids").setMaxEntries(1);
   object.map("pid_page_to_mapping_info").setMaxEntries(3);

@@ -1,10 +1,9 @@
-import { PROBE_PROGRAMS } from "../record/probes.ts";
+import { openTracerObject } from "../record/tracer_object.ts";
 import assert from "node:assert/strict";
 import { libbpf, LibbpfError } from "./libbpf.ts";
 import { u32Key } from "./map.ts";
-import { BpfObject } from "./object.ts";
+import type { BpfObject } from "./object.ts";
 import { NATIVE_UNWINDERS, type Unwinder, unwindPrograms, UnwindProgramTable } from "./unwind_programs.ts";
-import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { GoUnwindProgram, PythonUnwindProgram, UnwindProgram } from "../../support/types.ts";
 import { programInfoById } from "../../tests/kernel/bpf_info.ts";
 import { tracingTest } from "../../tests/helpers.ts";
@@ -52,9 +51,8 @@ function kernelSlots(object: BpfObject): Map<number, number> {
  * the probes' programs, which load as their own types in objects of their own (lib/record/probes.ts).
  */
 function openObject(): BpfObject {
-  const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  const object = openTracerObject();
   object.program("name_kernel_addresses").setAutoload(false);
-  for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
   return object;
 }
 

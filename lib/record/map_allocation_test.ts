@@ -1,7 +1,6 @@
+import { openTracerObject } from "./tracer_object.ts";
 import assert from "node:assert/strict";
-import { BpfObject } from "../bpf/object.ts";
 import { BPF_F_NO_PREALLOC } from "../bpf/map.ts";
-import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { allocateOnDemand, kernelAllocatesOnDemand, ON_DEMAND_MAPS } from "./map_allocation.ts";
 
 Deno.test("kernelAllocatesOnDemand: 6.1 and later, by uname release", () => {
@@ -14,7 +13,7 @@ Deno.test("kernelAllocatesOnDemand: 6.1 and later, by uname release", () => {
 });
 
 Deno.test("allocateOnDemand marks exactly the listed hash maps, and only on a kernel that allows it", () => {
-  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  using object = openTracerObject();
   const before = new Map(ON_DEMAND_MAPS.map((name) => [name, object.map(name).flags]));
   assert.equal(allocateOnDemand(object, "5.10.0"), false);
   for (const name of ON_DEMAND_MAPS) assert.equal(object.map(name).flags, before.get(name), name);

@@ -16,7 +16,7 @@
  * @module
  */
 import type { BpfLink } from "../bpf/program.ts";
-import { BpfObject } from "../bpf/object.ts";
+import type { BpfObject } from "../bpf/object.ts";
 import { u32Key } from "../bpf/map.ts";
 import { libbpf, LibbpfError } from "../bpf/libbpf.ts";
 import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
@@ -25,7 +25,8 @@ import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
 import { closePerfEvent, openContextSwitches, openCpuClock } from "../perf/perf_event.ts";
 import { drainSwitchedOut, offCpuCapacity, type OffCpuOptions } from "./off_cpu.ts";
-import { PROBE_PROGRAMS, ProbeSet } from "./probes.ts";
+import { ProbeSet } from "./probes.ts";
+import { openTracerObject } from "./tracer_object.ts";
 import type { ResolvedProbe } from "../probe/probe_spec.ts";
 import { monotonicNs } from "../sys/monotonic_clock.ts";
 import { onlineCpus } from "../sys/cpus.ts";
@@ -34,7 +35,6 @@ import { writeKernelFields } from "./kernel_fields.ts";
 import { allocateOnDemand } from "./map_allocation.ts";
 import type { Pid } from "../types.ts";
 import { BpfKernelNames, KERNEL_NAMES_PROGRAM, kernelNamesSupported } from "../symbolize/bpf_kernel_names.ts";
-import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import {
   copiedStackLayout,
   frameLayout,
@@ -196,7 +196,7 @@ export class Tracer {
     // Probes fire at any rate, in bursts: their ring is sized as for sampling at 999 Hz.
     const rate = (options.probes?.length ?? 0) > 0 ? Math.max(options.frequencyHz, 999) : options.frequencyHz;
     const ringBytes = options.ringBufferBytes ?? ringBufferBytes(cpus.length, rate, stackCopy);
-    const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+    const object = openTracerObject();
     let unwinders: UnwindProgramTable;
     try {
       unwinders = new UnwindProgramTable(object, runtimeUnwinders(RUNTIMES), { lazy: !options.allUnwinders });
@@ -232,8 +232,6 @@ export class Tracer {
       } else {
         for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
       }
-      // Probes' programs are of other types: they load in objects of their own (ProbeSet).
-      for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
       allocateOnDemand(object);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);

@@ -1,9 +1,9 @@
+import { openTracerObject } from "../record/tracer_object.ts";
 import assert from "node:assert/strict";
-import { BpfObject } from "../bpf/object.ts";
+import type { BpfObject } from "../bpf/object.ts";
 import { isMapFull, u64Key, writeU64 } from "../bpf/map.ts";
 import { stackDeltaPageInfoLayout, stackDeltaPageKeyLayout } from "../../support/types.ts";
 import { KERNEL_NAMES_PROGRAM } from "../symbolize/bpf_kernel_names.ts";
-import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { tracingTest, tracingUnavailable } from "../../tests/helpers.ts";
 import { optional } from "../testing/requirements.ts";
 import { bucketMapName, StackDeltaMaps } from "./stack_delta_maps.ts";
@@ -14,7 +14,7 @@ const PAGE = 1 << 16;
 const FIRST_ID = 0x7000_0000;
 
 function loadedObject(configure: (object: BpfObject) => void = () => {}): BpfObject {
-  const object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
+  const object = openTracerObject();
   object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
   configure(object);
   object.load();

@@ -1,4 +1,4 @@
-import { PROBE_PROGRAMS } from "../../lib/record/probes.ts";
+import { openTracerObject } from "../../lib/record/tracer_object.ts";
 import assert from "node:assert/strict";
 import {
   type NamedProgram,
@@ -10,8 +10,6 @@ import {
   ProgramWatcher,
 } from "./bpf_programs.ts";
 import { programInfoById } from "../kernel/bpf_info.ts";
-import { BpfObject } from "../../lib/bpf/object.ts";
-import { bpfObjectBytes } from "../../support/embedded/bpf_object.ts";
 import { tracingTest } from "../helpers.ts";
 
 // The fdinfo of a BPF program descriptor held by bpftrace while it sampled.
@@ -119,9 +117,7 @@ Deno.test("perSampleNs() divides the chain's run time by the entry program's run
 });
 
 Deno.test(tracingTest("ProgramWatcher names the programs a process holds, asking the kernel", () => {
-  using object = BpfObject.open(bpfObjectBytes, "omniprof.bpf.o");
-  // The probes' programs load as their own types in objects of their own (lib/record/probes.ts).
-  for (const name of PROBE_PROGRAMS) object.program(name).setAutoload(false);
+  using object = openTracerObject();
   object.load();
   const watcher = new ProgramWatcher(Deno.pid);
   watcher.poll();

@@ -565,7 +565,8 @@ export class StackTable implements RecordSink, MappingEventSink {
     if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
       const stopReason = this.#unwindCopy(view, offset, length, pid, frames);
       const tid = view.getUint32(offset + RECORD_TID, true) as Tid;
-      return { pid, tid, comm, frames, stopReason, hostUnwound: true, count: 1, offCpuNs: 0 };
+      const origin = originOf(view.getUint8(offset + TRACE_ORIGIN));
+      return { pid, tid, comm, frames, stopReason, hostUnwound: true, ...origin, count: 1, offCpuNs: 0 };
     }
     const labels = decodeLabels(
       view,
@@ -635,7 +636,8 @@ function framesHash(stack: Stack): number {
 function sameStack(a: Stack, b: Stack): boolean {
   if (
     a.pid !== b.pid || a.tid !== b.tid || a.comm !== b.comm || a.stopReason !== b.stopReason ||
-    a.hostUnwound !== b.hostUnwound || a.frames.length !== b.frames.length
+    a.hostUnwound !== b.hostUnwound || a.probe !== b.probe || a.offCpu !== b.offCpu ||
+    a.frames.length !== b.frames.length
   ) return false;
   for (let i = 0; i < a.frames.length; i++) {
     const x = a.frames[i]!;

@@ -6,6 +6,7 @@ import {
   FrameMarker,
   PythonFrameMarker,
   TraceFlag,
+  TraceOrigin,
   UnwindStopReason,
 } from "../../support/types.ts";
 import type { InterpreterFrame, SymbolizedFrame } from "../interpreter/interpreter.ts";
@@ -34,6 +35,7 @@ import {
   PROCESS_EVENT_PARENT,
   RECORD_KIND,
   RECORD_KTIME,
+  RECORD_OFF_CPU_NS,
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
@@ -41,6 +43,7 @@ import {
   TRACE_FRAMES,
   TRACE_NUM_FRAMES,
   TRACE_NUM_LABELS,
+  TRACE_ORIGIN,
 } from "./trace_format.ts";
 
 /** A Python frame as BPF writes it: code object address, first-line stamp and byte offset. */
@@ -401,6 +404,74 @@ Deno.test("StackTable keeps a process whose main thread exited when another thre
     assert.equal(processes.processCount, 1);
     feed(table, traceAt(810, [0x20004], 300));
     assert.deepEqual(table.stacks()[0]!.frames[0]!.address, 4);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+/** A trace of one kernel frame at `address`, of origin `origin`, away `offCpuNs` (off-CPU traces). */
+function kernelTrace(origin: number, address: number, offCpuNs = 0): DataView {
+  const view = new DataView(new ArrayBuffer(TRACE_FRAMES + FRAME_SIZE));
+  view.setUint32(RECORD_KIND, EventKind.Trace, true);
+  view.setUint32(RECORD_PID, 600, true);
+  view.setUint32(RECORD_TID, 601, true);
+  view.setUint32(RECORD_OFF_CPU_NS, offCpuNs, true);
+  view.setUint8(TRACE_ORIGIN, origin);
+  view.setUint16(TRACE_NUM_FRAMES, 1, true);
+  view.setUint8(TRACE_FRAMES + FRAME_KIND, FrameMarker.Kernel);
+  view.setUint32(TRACE_FRAMES + FRAME_ADDRESS, address, true);
+  view.setUint32(TRACE_FRAMES + FRAME_ADDRESS + 4, 0xffffffff, true);
+  return view;
+}
+
+Deno.test("StackTable sums off-CPU waits by stack, apart from CPU samples and probe hits of the same frames", () => {
+  using files = new FileRegistry({ procRoot: "/nonexistent" });
+  using processes = new ProcessManager({ files, procRoot: "/nonexistent" });
+  const table = new StackTable(processes, files);
+  feed(table, kernelTrace(TraceOrigin.Sampling, 0x81000100));
+  feed(table, kernelTrace(TraceOrigin.OffCpu, 0x81000100, 1000));
+  feed(table, kernelTrace(TraceOrigin.Sampling, 0x81000100));
+  feed(table, kernelTrace(TraceOrigin.OffCpu, 0x81000100, 2000));
+  feed(table, kernelTrace(TraceOrigin.OffCpu, 0x81000100, 3000));
+  feed(table, kernelTrace(TraceOrigin.Probe + 1, 0x81000100));
+  feed(table, kernelTrace(TraceOrigin.Probe + 2, 0x81000100));
+  feed(table, kernelTrace(TraceOrigin.Probe + 1, 0x81000100));
+  const stacks = table.stacks().map(({ offCpu, probe, count, offCpuNs }) => ({
+    offCpu,
+    probe,
+    count,
+    offCpuNs,
+  }));
+  assert.deepEqual(stacks, [
+    { offCpu: undefined, probe: undefined, count: 2, offCpuNs: 0 },
+    { offCpu: true, probe: undefined, count: 3, offCpuNs: 6000 },
+    { offCpu: undefined, probe: 1, count: 2, offCpuNs: 0 },
+    { offCpu: undefined, probe: 2, count: 1, offCpuNs: 0 },
+  ]);
+  // Samples count CPU samples and probe hits; waits are counted apart.
+  assert.equal(table.samples, 5);
+  assert.equal(table.offCpuWaits, 3);
+  assert.equal(table.offCpuNs, 6000);
+});
+
+Deno.test("StackTable keeps a copied stack's probe: its hits never merge with samples of the same frames", () => {
+  const root = Deno.makeTempDirSync();
+  try {
+    Deno.mkdirSync(`${root}/500`);
+    Deno.writeTextFileSync(`${root}/500/maps`, "10000-11000 r-xp 00000000 00:00 0 \n");
+    using files = new FileRegistry({ procRoot: root });
+    using processes = new ProcessManager({ files, procRoot: root });
+    const table = new StackTable(processes, files);
+    const sp = 0x7ffd00000000;
+    const hit = copiedTrace(500, 0x10010, sp, sp + 8, [1, 0, 0x10500]);
+    hit.setUint8(TRACE_ORIGIN, TraceOrigin.Probe + 3);
+    feed(table, hit);
+    feed(table, copiedTrace(500, 0x10010, sp, sp + 8, [2, 0, 0x10500]));
+    feed(table, hit);
+    assert.deepEqual(table.stacks().map(({ probe, count }) => ({ probe, count })), [
+      { probe: 3, count: 2 },
+      { probe: undefined, count: 1 },
+    ]);
   } finally {
     Deno.removeSync(root, { recursive: true });
   }

@@ -24,14 +24,8 @@ import { isFile } from "../sys/files.ts";
 import { parseRecordArgs, RECORD_USAGE, type RecordArgs, UsageError } from "./record_args.ts";
 import { progressReporter, StatusLine } from "./status_line.ts";
 import { CommandError } from "./command_error.ts";
-import {
-  kernelFunction,
-  kprobesSupported,
-  ProbeError,
-  type ResolvedProbe,
-  resolveProbe,
-} from "../probe/probe_spec.ts";
-import { Tracefs } from "../probe/tracefs.ts";
+import { ProbeError, type ResolvedProbe } from "../probe/probe_spec.ts";
+import { SessionProbes } from "../probe/session_probes.ts";
 
 const logger = getLogger(["omniprof", "record"]);
 
@@ -43,7 +37,7 @@ export interface RecordPreflight extends Disposable {
   profile: OutputFile;
   stats: OutputFile | null;
   /** The probes `-e` names, resolved on this machine. */
-  probes: ResolvedProbe[];
+  probes: readonly ResolvedProbe[];
 }
 
 /** Checks that need no BPF: fail before anything starts. */
@@ -60,14 +54,11 @@ export function preflight(args: RecordArgs): RecordPreflight {
     if (process === null) throw new CommandError(`No process with PID ${pid}`);
     return process;
   });
-  // Mounted (when it is not already) only if a tracepoint is asked for, and unmounted after.
-  let tracefs: Tracefs | null = null;
-  let probes: ResolvedProbe[];
+  // tracefs is mounted (when it is not already) only if a tracepoint is asked for, and unmounted after.
+  let probes: SessionProbes;
   try {
-    const machine = { tracefs: () => (tracefs ??= Tracefs.mount()), kprobesSupported, kernelFunction };
-    probes = args.probes.map((probe) => resolveProbe(probe, machine));
+    probes = SessionProbes.resolve(args.probes);
   } catch (error) {
-    (tracefs as Tracefs | null)?.close();
     if (error instanceof ProbeError) throw new CommandError(error.message, 2);
     throw error;
   }
@@ -76,7 +67,7 @@ export function preflight(args: RecordArgs): RecordPreflight {
   try {
     profile = OutputFile.open(args.output);
   } catch (error) {
-    (tracefs as Tracefs | null)?.close();
+    probes.close();
     throw error;
   }
   try {
@@ -84,18 +75,18 @@ export function preflight(args: RecordArgs): RecordPreflight {
     libbpf();
   } catch (error) {
     profile.close();
-    (tracefs as Tracefs | null)?.close();
+    probes.close();
     throw error;
   }
   return {
     processes,
     profile,
     stats,
-    probes,
+    probes: probes.probes,
     [Symbol.dispose]() {
       profile.close();
       stats?.close();
-      (tracefs as Tracefs | null)?.close();
+      probes.close();
     },
   };
 }

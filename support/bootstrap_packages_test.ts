@@ -43,6 +43,9 @@ const OPTIONAL: Record<string, string> = {
   perf: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   bpftrace: "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "profile-bpfcc": "a peer profiler of `deno task bench`: OMNIPROF_PEERS=1 installs it (WHEN peers).",
+  "/usr/sbin/offcputime":
+    "the off-CPU peer of `deno task bench --workload offcpu` (bcc's, built on libbpf: " +
+    "libbpf-tools): OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "offcputime-bpfcc": "the off-CPU peer of `deno task bench --workload offcpu` (bcc's, from bpfcc-tools): " +
     "OMNIPROF_PEERS=1 installs it (WHEN peers).",
   "qemu-system-x86_64": "`deno task test-kernel` boots other kernels in it; .ci/run installs it.",

@@ -12,7 +12,8 @@
  * same code in every case.
  *
  * Each tool follows the workload's PID for the duration: `omniprof record --off-cpu -p PID -d D`,
- * `offcputime-bpfcc -p PID -f D`, `perf record --off-cpu -p PID -- sleep D` and bpftrace with the script
+ * bcc's `offcputime -p PID D` (its libbpf build; `offcputime-bpfcc -p PID -f D` where only the Python one is
+ * installed), `perf record --off-cpu -p PID -- sleep D` and bpftrace with the script
  * of {@linkcode bpftraceOffCpuScript}. The window judged is from the first poll that saw one of the
  * tool's BPF programs run to the last poll that saw their run counters grow (every 5 ms until the first
  * run, then every 200 ms): the span of it the tool was attached for, whatever its start-up took. With no
@@ -31,7 +32,12 @@ import { DENO_RUN_ENV, omniprofArgs, REPO_ROOT } from "../helpers.ts";
 import { decodePprof } from "../../lib/output/pprof_reader.ts";
 import type { NamedProgram, ProgramWatcher } from "./bpf_programs.ts";
 import { monotonicNs } from "./monotonic_clock.ts";
-import { parseBpftraceMap, parseFoldedStacks, type ResourceUsage } from "./peer_output.ts";
+import {
+  parseBpftraceMap,
+  parseFoldedStacks,
+  parseOffcputimeListing,
+  type ResourceUsage,
+} from "./peer_output.ts";
 import { INSTALL_ALL, runs, signalTree, type Step, timedRun } from "./peers.ts";
 import { alignColumns, oneLine } from "./results.ts";
 
@@ -620,14 +626,23 @@ function hasKprobes(): boolean {
   }
 }
 
+/**
+ * bcc's offcputime. bcc ships it twice: built on libbpf (libbpf-tools, `offcputime`), which takes each
+ * thread's stack at its switch-out from a sched_switch tracepoint and runs on any kernel with BTF, and
+ * the Python original (bpfcc-tools, `offcputime-bpfcc`), which needs a kprobe on finish_task_switch.
+ * The first is used where it is installed.
+ */
+const LIBBPF_OFFCPUTIME = "/usr/sbin/offcputime";
+
 const bcc: OffCpuTool = {
   key: "bcc",
   label: "bcc offcputime",
   async missing() {
+    if (await runs(LIBBPF_OFFCPUTIME, ["--help"])) return null;
     if (!await runs("offcputime-bpfcc", ["--help"])) {
       return {
         status: "not installed",
-        reason: `offcputime-bpfcc: apt-get install bpfcc-tools (or ${INSTALL_ALL})`,
+        reason: `offcputime: apt-get install libbpf-tools (or bpfcc-tools; or ${INSTALL_ALL})`,
       };
     }
     if (!kernelHeadersPresent()) {
@@ -639,14 +654,17 @@ const bcc: OffCpuTool = {
     return null;
   },
   async run(options) {
-    const output = `${options.dir}/bcc.folded`;
+    const libbpf = await runs(LIBBPF_OFFCPUTIME, ["--help"]);
+    const program = libbpf ? LIBBPF_OFFCPUTIME : "offcputime-bpfcc";
+    const output = `${options.dir}/bcc.out`;
     const { run, windowStartNs, windowEndNs } = await attachedRun([
-      "offcputime-bpfcc",
+      program,
       "-p",
       String(options.pid),
       "-m",
       String(options.minMicroseconds),
-      "-f",
+      // The Python one writes folded lines with -f; the libbpf one has only its stack listing.
+      ...(libbpf ? [] : ["-f"]),
       String(options.durationSeconds),
     ], {
       label: "bcc",
@@ -656,16 +674,17 @@ const bcc: OffCpuTool = {
       timeoutSeconds: options.durationSeconds + 240,
     });
     if (run.step.exitCode !== 0) {
-      const error = toolError("offcputime-bpfcc", run);
-      if (hasKprobes()) throw error;
+      const error = toolError(program, run);
+      if (libbpf || hasKprobes()) throw error;
       // Its own error says what it tripped over first; the cause is worth saying once.
       throw new Error(
         `${error.message} (it attaches a kprobe to finish_task_switch, and this kernel has no kprobes: ` +
           "no /sys/bus/event_source/devices/kprobe)",
       );
     }
-    // Folded lines, `comm;user frames;kernel frames MICROSECONDS`.
-    const stacks = parseFoldedStacks(Deno.readTextFileSync(output)).map((stack) => ({
+    const text = Deno.readTextFileSync(output);
+    // Folded lines are `comm;user frames;kernel frames MICROSECONDS`; the listing gives microseconds too.
+    const stacks = (libbpf ? parseOffcputimeListing(text) : parseFoldedStacks(text)).map((stack) => ({
       frames: [stack.comm, ...stack.frames],
       ns: stack.count * 1000,
     }));
@@ -676,7 +695,7 @@ const bcc: OffCpuTool = {
       programs: run.watcher?.programs() ?? [],
       offCpuNs: stacks.reduce((sum, stack) => sum + stack.ns, 0),
       stacks,
-      notes: [`${stacks.length} stacks`],
+      notes: [`${stacks.length} stacks (${libbpf ? "libbpf-tools" : "bpfcc-tools"})`],
     };
   },
 };

@@ -7,6 +7,8 @@
  *   `comm pid/tid sec.nsec:` and then one frame per line, leaf first, `ADDRESS SYMBOL (DSO)`.
  * - bpftrace prints its map `@[comm, ustack, kstack] = count()` as `@[comm, \n frames \n, \n frames \n]: N`
  *   with both stacks leaf first, and an empty stack as nothing between two commas.
+ * - bcc's libbpf-based `offcputime` lists each stack as indented frames, leaf first (kernel then user),
+ *   then `    -   comm (pid)`, then the microseconds, then a blank line.
  *
  * Kernel frames get the `_[k]` suffix where the output tells them apart (perf, bpftrace, omniprof).
  *
@@ -32,6 +34,39 @@ export interface Stack {
 /** Folded lines (omniprof, bcc `profile -f`). */
 export function parseFoldedStacks(text: string): Stack[] {
   return parseFolded(text).filter((stack) => Number.isFinite(stack.count));
+}
+
+const offcputimeThread = /^\s+-\s+(.*) \((\d+)\)$/;
+
+/**
+ * bcc's libbpf `offcputime` listing: `count` is the stack's microseconds off the CPU. Frames are named as
+ * it names them, without the kernel suffix (its listing does not mark them).
+ */
+export function parseOffcputimeListing(text: string): Stack[] {
+  const stacks: Stack[] = [];
+  let frames: string[] = [];
+  let comm: string | null = null;
+  for (const line of text.split("\n")) {
+    if (line.trim() === "") {
+      frames = [];
+      comm = null;
+      continue;
+    }
+    const thread = offcputimeThread.exec(line);
+    if (thread !== null) {
+      comm = thread[1]!.trim();
+      continue;
+    }
+    if (comm !== null) {
+      const value = Number(line.trim());
+      if (Number.isFinite(value)) stacks.push({ comm, frames: [...frames].reverse(), count: value });
+      frames = [];
+      comm = null;
+      continue;
+    }
+    if (/^\s/.test(line)) frames.push(line.trim());
+  }
+  return stacks;
 }
 
 const perfHeader = /^(.*?)\s+(\d+)\/(\d+)\s+(\d+)\.(\d{1,9}):/;

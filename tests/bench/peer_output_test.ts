@@ -6,6 +6,7 @@ import {
   completeShare,
   parseBpftraceMap,
   parseFoldedStacks,
+  parseOffcputimeListing,
   parsePerfScript,
   parseTimeOutput,
   TIME_FORMAT,
@@ -203,3 +204,25 @@ Deno.test(requiring(perfNeeds, {
     }
   },
 }));
+
+Deno.test("parseOffcputimeListing() reads bcc's libbpf offcputime: frames root first, microseconds", () => {
+  const text = [
+    "    schedule",
+    "    do_nanosleep",
+    "    clock_nanosleep",
+    "    [unknown]",
+    "    -                sleeper (8230)",
+    "        986732",
+    "",
+    "    schedule",
+    "    pipe_read",
+    "    read",
+    "    -                a b (17)",
+    "        12",
+    "",
+  ].join("\n");
+  assert.deepEqual(parseOffcputimeListing(text), [
+    { comm: "sleeper", frames: ["[unknown]", "clock_nanosleep", "do_nanosleep", "schedule"], count: 986732 },
+    { comm: "a b", frames: ["read", "pipe_read", "schedule"], count: 12 },
+  ]);
+});

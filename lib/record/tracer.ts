@@ -142,8 +142,6 @@ export class Tracer {
   readonly periodNs: number;
   /** The off-CPU settings, or null when only CPU samples are recorded. */
   readonly offCpu: OffCpuOptions | null;
-  /** The probes recorded instead of CPU samples, or null. */
-  readonly probes: readonly ResolvedProbe[] | null;
   /** CLOCK_MONOTONIC ns when sampling stopped, or null while it runs. */
   #stoppedAtNs: number | null = null;
   /** The session's probes, loaded; null when it samples CPUs. */
@@ -163,10 +161,8 @@ export class Tracer {
     cpus: number[],
     periodNs: number,
     offCpu: OffCpuOptions | null,
-    probes: readonly ResolvedProbe[] | null,
   ) {
     this.offCpu = offCpu;
-    this.probes = probes;
     this.#object = object;
     this.#unwinders = unwinders;
     this.cpus = cpus;
@@ -205,7 +201,7 @@ export class Tracer {
       throw error;
     }
     const probes = (options.probes?.length ?? 0) > 0 ? options.probes! : null;
-    const tracer = new Tracer(object, unwinders, cpus, periodNs, options.offCpu ?? null, probes);
+    const tracer = new Tracer(object, unwinders, cpus, periodNs, options.offCpu ?? null);
     try {
       const rodata = object.map(".rodata").initialValue();
       const config = rodataOffsets.tracer_config;
@@ -268,6 +264,11 @@ export class Tracer {
       throw error;
     }
     return tracer;
+  }
+
+  /** The probes recorded instead of CPU samples, or null. */
+  get probes(): readonly ResolvedProbe[] | null {
+    return this.#probes?.probes ?? null;
   }
 
   /** The loaded BPF object, for the parts that fill its maps (the native unwinder's tables). */

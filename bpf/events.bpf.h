@@ -17,6 +17,7 @@ static __always_inline struct process_event *process_event_reserve(__u32 kind, _
   event->hdr.cpu = bpf_get_smp_processor_id();
   event->hdr.ktime = now;
   event->hdr.off_cpu_ns = 0;
+  event->hdr.off_cpu_stack = 0;
   event->hdr.pid = pid;
   event->hdr.tid = tid;
   event->parent_pid = 0;

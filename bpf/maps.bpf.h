@@ -118,16 +118,44 @@ struct mapping_generation_map {
   __type(value, __u64);
 };
 
-// The switched-out threads in scope, by thread id (record --off-cpu): each one's trace from its
-// switch-out, sent with its duration when it is switched back in. Keyed by thread rather than per CPU, so
-// that a thread switched back in on another CPU finds its own entry (a per-CPU map would pair it with
-// whatever that CPU switched out last). Preallocated, as programs of perf events require on older
-// kernels; the host sizes it for the threads in scope before load.
+// The switched-out threads in scope, by thread id (record --off-cpu): when each was switched out and the
+// id of the stack it waits in. Keyed by thread rather than per CPU, so that a thread switched back in on
+// another CPU finds its own entry (a per-CPU map would pair it with whatever that CPU switched out last).
+// Preallocated, as programs of perf events require on older kernels; the host sizes it for the threads in
+// scope before load.
+struct off_cpu_waits_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1); // resized by the host before load
+  __type(key, __u32);
+  __type(value, struct off_cpu_wait);
+};
+
+// The whole trace of a switched-out thread whose stack has no id (struct off_cpu_wait.stack is
+// OFF_CPU_NO_ID), by thread id: sent with its duration when the thread is switched back in. Sized as
+// off_cpu_waits.
 struct off_cpu_traces_map {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 1); // resized by the host before load
   __type(key, __u32);
   __type(value, struct off_cpu_trace);
+};
+
+// Off-CPU stacks by the hash of their trace (off_cpu_stack_hash): the id the host gave each, or
+// OFF_CPU_NO_ID while it has not. Preallocated, as off_cpu_waits.
+struct off_cpu_stack_ids_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, OFF_CPU_MAX_STACKS);
+  __type(key, __u64);
+  __type(value, __u32);
+};
+
+// The waits of each off-CPU stack with an id, added up: the host maps the array and reads it in place.
+struct off_cpu_totals_map {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, OFF_CPU_MAX_STACKS);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __type(key, __u32);
+  __type(value, struct off_cpu_total);
 };
 
 struct pid_filter_map {
@@ -280,6 +308,9 @@ extern struct mapping_generation_map mapping_generation SEC(".maps");
 // Processes to sample when tracer_config.filter_pids is set, keyed by process id.
 extern struct pid_filter_map pid_filter SEC(".maps");
 extern struct off_cpu_traces_map off_cpu_traces SEC(".maps");
+extern struct off_cpu_waits_map off_cpu_waits SEC(".maps");
+extern struct off_cpu_stack_ids_map off_cpu_stack_ids SEC(".maps");
+extern struct off_cpu_totals_map off_cpu_totals SEC(".maps");
 
 extern const volatile struct tracer_config tracer_config;
 

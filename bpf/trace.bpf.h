@@ -87,13 +87,65 @@ static __always_inline void trace_send(struct trace *trace)
     metric_increment(METRIC_TRACES_LOST);
 }
 
-// Keeps the trace of a thread being switched out (TRACE_ORIGIN_OFF_CPU) until it is switched back in
-// (off_cpu.bpf.c). A newer switch-out of the same thread replaces an older one it never came back from.
+static __always_inline __u64 hash_mix(__u64 hash, __u64 word)
+{
+  hash ^= word * 0x9e3779b97f4a7c15ULL;
+  hash = (hash << 31) | (hash >> 33);
+  return hash * 0xbf58476d1ce4e5b9ULL;
+}
+
+// A 64-bit hash of what makes the trace one stack for the host: its bytes from pid to the last frame
+// (off_cpu_ns, off_cpu_stack and the time are before pid). Never 0, which means "no hash".
+static __always_inline __u64 off_cpu_stack_hash(const struct trace *trace)
+{
+  __u32 n = trace->num_frames;
+  // pid, tid, comm, the frame counts, origin, stop reason, labels and flags: four words.
+  const __u64 *head = (const __u64 *)&trace->hdr.pid;
+  __u64 hash = hash_mix(0x6a09e667f3bcc909ULL, head[0]);
+  hash = hash_mix(hash, head[1]);
+  hash = hash_mix(hash, head[2]);
+  hash = hash_mix(hash, head[3]);
+  for (__u32 i = 0; i < MAX_FRAMES; i++) {
+    if (i >= n)
+      break;
+    const __u64 *frame = (const __u64 *)&trace->frames[i];
+    hash = hash_mix(hash, frame[0]);
+    hash = hash_mix(hash, frame[1]);
+    hash = hash_mix(hash, frame[2]);
+  }
+  return hash ? hash : 1;
+}
+
+// Keeps a thread being switched out (TRACE_ORIGIN_OFF_CPU) until it is switched back in (off_cpu.bpf.c).
+// A stack the host has given an id needs only the time and that id: its wait is added up in the kernel.
+// A stack without one keeps the whole trace, to be sent with its wait; the first such wait of a stack
+// also asks the host for an id (hdr.off_cpu_stack). A newer switch-out of the same thread replaces an
+// older one it never came back from.
 static __always_inline void off_cpu_keep(struct trace *trace)
 {
   __u32 tid = trace->hdr.tid;
-  if (bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
-    metric_increment(METRIC_OFF_CPU_STORE_FULL);
+  struct off_cpu_wait wait = { .since_ns = trace->hdr.ktime, .stack = OFF_CPU_NO_ID };
+  __u64 hash = off_cpu_stack_hash(trace);
+  __u32 *id = bpf_map_lookup_elem(&off_cpu_stack_ids, &hash);
+  if (id) {
+    wait.stack = *id;
+  } else {
+    // Only one wait asks: another CPU may have inserted the hash meanwhile. When the map is full, every
+    // wait of the stack is sent whole.
+    __u32 pending = OFF_CPU_NO_ID;
+    if (!bpf_map_update_elem(&off_cpu_stack_ids, &hash, &pending, BPF_NOEXIST))
+      trace->hdr.off_cpu_stack = hash;
+  }
+  if (wait.stack == OFF_CPU_NO_ID && bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
+    goto full;
+  if (bpf_map_update_elem(&off_cpu_waits, &tid, &wait, BPF_ANY))
+    goto full;
+  return;
+full:
+  metric_increment(METRIC_OFF_CPU_STORE_FULL);
+  // The request for an id goes with a trace that will not be sent: let a later wait ask again.
+  if (trace->hdr.off_cpu_stack)
+    bpf_map_delete_elem(&off_cpu_stack_ids, &hash);
 }
 
 // A finished trace goes to the host, or, for a switched-out thread, waits for its switch-in.

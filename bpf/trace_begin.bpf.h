@@ -82,6 +82,7 @@ static __always_inline int trace_begin(void *ctx, struct pt_regs *regs, __u64 id
   trace->hdr.cpu = bpf_get_smp_processor_id();
   trace->hdr.ktime = bpf_ktime_get_ns();
   trace->hdr.off_cpu_ns = 0;
+  trace->hdr.off_cpu_stack = 0;
   trace->hdr.pid = pid;
   trace->hdr.tid = (__u32)id;
   bpf_get_current_comm(trace->comm, sizeof(trace->comm));

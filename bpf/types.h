@@ -137,6 +137,7 @@ enum metric_id {
   METRIC_OFF_CPU_STORE_FULL = 28,       // switch-outs not kept, the map of switched-out threads being full
   METRIC_OFF_CPU_SENT = 29,             // off-CPU traces sent
   METRIC_PROBE_HITS = 30,               // probe events of processes in scope (record -e)
+  METRIC_OFF_CPU_COUNTED = 31,          // off-CPU waits of stacks with an id, added up in the kernel (off_cpu_totals)
   // Ids from here to METRIC_COUNT - 1 are the runtimes' unwinders' counters: each runtime's header
   // (bpf/<name>_tracer.h) declares its own ids in a range no other runtime uses.
   METRIC_RUNTIMES_FIRST = 32,
@@ -241,6 +242,10 @@ struct event_header {
   // An off-CPU trace: ns from the switch-out to the switch-in. Before pid so that traces that differ only
   // in it still hash as one stack. 0 otherwise.
   __u64 off_cpu_ns;
+  // An off-CPU trace of a stack new to the kernel: its hash, for the host to give it an id in
+  // off_cpu_stack_ids (off_cpu.bpf.c); later waits of that stack are then only counted in the kernel. 0
+  // otherwise. Before pid for the same reason as off_cpu_ns.
+  __u64 off_cpu_stack;
   __u32 pid;           // process id (tgid)
   __u32 tid;           // thread id
 };
@@ -399,6 +404,29 @@ struct tracer_config {
   __u8 off_cpu;        // record off-CPU time (off_cpu.bpf.c)
   __u8 pad2[7];
   __u64 off_cpu_min_ns; // off-CPU waits shorter than this are not sent
+};
+
+// Off-CPU stacks the kernel adds up by itself (off_cpu.bpf.c): at most this many distinct ones per
+// session get an id; the waits of the others are sent one by one, as a new stack's are.
+enum off_cpu_constants {
+  OFF_CPU_MAX_STACKS = 32768,
+  // In off_cpu_stack_ids: the host has not given the stack an id yet. In struct off_cpu_wait: the thread's
+  // whole trace is kept in off_cpu_traces, to be sent when it comes back.
+  OFF_CPU_NO_ID = 0xffffffff,
+};
+
+// A switched-out thread in scope (off_cpu_waits): since when, and the id of the stack it waits in.
+struct off_cpu_wait {
+  __u64 since_ns;      // CLOCK_MONOTONIC ns of the switch-out
+  __u32 stack;         // index into off_cpu_totals, or OFF_CPU_NO_ID
+  __u32 pad;
+};
+
+// The waits of one off-CPU stack so far (off_cpu_totals[id]), added to by every CPU; the host reads them
+// through a memory mapping and keeps what it has charged already.
+struct off_cpu_total {
+  __u64 ns;
+  __u64 waits;
 };
 
 // A switched-out thread's trace, kept until it is switched back in (off_cpu_traces): struct trace up to

@@ -7,7 +7,7 @@ import { BpfMapType, BpfProgramType } from "../lib/bpf/uapi.ts";
  * its inner maps, which the host creates, must match.
  */
 export const BPF_MAPS = {
-  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 17016, maxEntries: 1 },
+  ".rodata": { type: BpfMapType.Array, keySize: 4, valueSize: 17056, maxEntries: 1 },
   events: { type: BpfMapType.Ringbuf, keySize: 0, valueSize: 0, maxEntries: 4194304 },
   exe_id_to_8_stack_deltas: {
     type: BpfMapType.HashOfMaps,
@@ -132,7 +132,10 @@ export const BPF_MAPS = {
   mapping_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 392, maxEntries: 1 },
   mapping_generation: { type: BpfMapType.Array, keySize: 4, valueSize: 8, maxEntries: 1 },
   metrics: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 8, maxEntries: 64 },
-  off_cpu_traces: { type: BpfMapType.Hash, keySize: 4, valueSize: 4664, maxEntries: 1 },
+  off_cpu_stack_ids: { type: BpfMapType.Hash, keySize: 8, valueSize: 4, maxEntries: 32768 },
+  off_cpu_totals: { type: BpfMapType.Array, keySize: 4, valueSize: 16, maxEntries: 32768 },
+  off_cpu_traces: { type: BpfMapType.Hash, keySize: 4, valueSize: 4672, maxEntries: 1 },
+  off_cpu_waits: { type: BpfMapType.Hash, keySize: 4, valueSize: 16, maxEntries: 1 },
   pid_filter: { type: BpfMapType.Hash, keySize: 4, valueSize: 4, maxEntries: 16384 },
   pid_page_to_mapping_info: { type: BpfMapType.LpmTrie, keySize: 16, valueSize: 32, maxEntries: 524288 },
   progs: { type: BpfMapType.ProgArray, keySize: 4, valueSize: 4, maxEntries: 10 },
@@ -143,7 +146,7 @@ export const BPF_MAPS = {
   rule_cache: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 16648, maxEntries: 1 },
   stack_delta_page_to_info: { type: BpfMapType.Hash, keySize: 16, valueSize: 12, maxEntries: 65536 },
   trace_labels: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 1360, maxEntries: 1 },
-  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22448, maxEntries: 1 },
+  trace_scratch: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 22456, maxEntries: 1 },
   unwind_info_array: { type: BpfMapType.Array, keySize: 4, valueSize: 12, maxEntries: 16384 },
   unwind_state: { type: BpfMapType.PercpuArray, keySize: 4, valueSize: 936, maxEntries: 1 },
   v8_procs: { type: BpfMapType.Hash, keySize: 4, valueSize: 40, maxEntries: 4096 },

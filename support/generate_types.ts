@@ -38,6 +38,8 @@ const SPEC = {
     "kernel_name_batch",
     "copied_stack",
     "off_cpu_trace",
+    "off_cpu_wait",
+    "off_cpu_total",
   ],
   enums: [
     "frame_marker",
@@ -57,6 +59,7 @@ const SPEC = {
     "kernel_name_limits",
     "trace_flag",
     "stack_copy_mode",
+    "off_cpu_constants",
   ],
 };
 

@@ -5,7 +5,8 @@
  * @module
  */
 import { E2BIG, ENOENT, ENOSPC } from "../sys/errno.ts";
-import { cString, libc, MAP_SHARED, PROT_READ, PROT_WRITE, SystemError } from "../sys/libc.ts";
+import { cString, libc } from "../sys/libc.ts";
+import { MappedArray } from "./mapped_array.ts";
 import { libbpf, LibbpfError } from "./libbpf.ts";
 import type { BpfMapType } from "./uapi.ts";
 
@@ -208,17 +209,8 @@ export const BPF_F_INNER_MAP = 4096;
  * memcpy instead of a system call per element.
  */
 export function writeMmapableArray(fd: number, values: Uint8Array, mapBytes: number, offset = 0): void {
-  const { fn, pageSize, errno } = libc();
-  const length = Math.ceil(mapBytes / pageSize) * pageSize;
-  const pointer = fn.mmap(null, BigInt(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0n);
-  if (pointer === null || Deno.UnsafePointer.value(pointer) === 0xffffffffffffffffn) {
-    throw new SystemError("map an array map into memory", errno());
-  }
-  try {
-    new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(pointer, length)).set(values, offset);
-  } finally {
-    fn.munmap(pointer, BigInt(length));
-  }
+  using mapped = new MappedArray(fd, mapBytes);
+  mapped.bytes.set(values, offset);
 }
 
 /**

@@ -1,17 +1,19 @@
 /**
  * Off-CPU time, the host's part: how many switched-out threads BPF keeps room for, and the waits still
  * going on when a recording stops. BPF unwinds a thread in scope each time it is switched out
- * (`off_cpu_switch_out`, bpf/tracer.bpf.c) and keeps the trace by thread id; when the thread is switched
- * back in (bpf/off_cpu.bpf.c) the trace goes to the ring buffer with how long the thread was away, if
- * that is at least the minimum. A thread that never came back before the end (a lock held for the whole
- * session) would show nothing; {@linkcode drainSwitchedOut} charges its wait up to the end instead.
+ * (`off_cpu_switch_out`, bpf/tracer.bpf.c) and keeps, by thread id, when and in which stack
+ * (`off_cpu_waits`); when the thread is switched back in (bpf/off_cpu.bpf.c) the wait is added to its
+ * stack's total in the kernel (lib/record/off_cpu_stacks.ts), or, for a stack without an id yet, the whole
+ * trace kept in `off_cpu_traces` goes to the ring buffer with how long the thread was away, if that is at
+ * least the minimum. A thread that never came back before the end (a lock held for the whole session)
+ * would show nothing; {@linkcode drainSwitchedOut} charges its wait up to the end instead.
  *
  * @example
  * ```ts ignore
  * import { drainSwitchedOut, offCpuCapacity } from "./off_cpu.ts";
- * object.map("off_cpu_traces").setMaxEntries(offCpuCapacity([]));
+ * object.map("off_cpu_waits").setMaxEntries(offCpuCapacity([], true));
  * // ... after the programs are detached:
- * drainSwitchedOut(object.map("off_cpu_traces"), stoppedAtNs, minNs, table);
+ * drainSwitchedOut({ waits, traces }, stoppedAtNs, minNs, offCpuStacks, table);
  * ```
  *
  * @module
@@ -19,7 +21,14 @@
 import type { BpfMap } from "../bpf/map.ts";
 import type { RecordSink } from "../bpf/ring_buffer.ts";
 import type { Pid } from "../types.ts";
-import { eventHeaderLayout, frameLayout, offCpuTraceLayout } from "../../support/types.ts";
+import {
+  eventHeaderLayout,
+  frameLayout,
+  OffCpuConstants,
+  offCpuTraceLayout,
+  offCpuWaitLayout,
+} from "../../support/types.ts";
+import type { OffCpuStacks, OffCpuWaitSink } from "./off_cpu_stacks.ts";
 
 /** What off-CPU recording takes. */
 export interface OffCpuOptions {
@@ -74,35 +83,54 @@ function threadsOfAll(): number {
 }
 
 const OFF_CPU_NS = eventHeaderLayout.off_cpu_ns.offset + offCpuTraceLayout.hdr.offset;
-const KTIME = eventHeaderLayout.ktime.offset + offCpuTraceLayout.hdr.offset;
+const WAIT_SINCE = offCpuWaitLayout.since_ns.offset;
+const WAIT_STACK = offCpuWaitLayout.stack.offset;
+
+/** The maps of switched-out threads: `off_cpu_waits` and `off_cpu_traces`. */
+export interface SwitchedOutMaps {
+  waits: BpfMap;
+  traces: BpfMap;
+}
 
 /**
- * Hands `sink` a trace for each thread still switched out in `traces` (the `off_cpu_traces` map) when the
- * programs were detached at `stoppedAtNs` (CLOCK_MONOTONIC), with its wait so far, if at least `minNs`;
- * empties the map. Returns how many it handed over. Call after detaching, so that nothing changes the
- * map meanwhile.
+ * Charges each thread still switched out in `maps` when the programs were detached at `stoppedAtNs`
+ * (CLOCK_MONOTONIC) with its wait so far, if at least `minNs`: to its stack's id through `stacks`, or, for
+ * a stack without one, as a trace record handed to `sink`. Empties the maps. Returns how many waits it
+ * charged. Call after detaching, so that nothing changes the maps meanwhile.
  */
 export function drainSwitchedOut(
-  traces: BpfMap,
+  maps: SwitchedOutMaps,
   stoppedAtNs: number,
   minNs: number,
-  sink: RecordSink,
+  stacks: OffCpuStacks,
+  sink: RecordSink & OffCpuWaitSink,
 ): number {
-  const value = new Uint8Array(OFF_CPU_TRACE_BYTES);
-  const view = new DataView(value.buffer);
-  let sent = 0;
-  for (const key of traces.keys(4)) {
-    if (!traces.lookup(key, value)) continue;
-    traces.delete(key);
-    const away = stoppedAtNs - Number(view.getBigUint64(KTIME, true));
+  const wait = new Uint8Array(offCpuWaitLayout.sizeof);
+  const waitView = new DataView(wait.buffer);
+  const trace = new Uint8Array(OFF_CPU_TRACE_BYTES);
+  const traceView = new DataView(trace.buffer);
+  let charged = 0;
+  for (const key of maps.waits.keys(4)) {
+    if (!maps.waits.lookup(key, wait)) continue;
+    maps.waits.delete(key);
+    const away = stoppedAtNs - Number(waitView.getBigUint64(WAIT_SINCE, true));
+    const id = waitView.getUint32(WAIT_STACK, true);
+    if (id !== OffCpuConstants.NoId) {
+      if (!(away >= minNs)) continue;
+      stacks.chargeWait(sink, id, Math.round(away));
+      charged++;
+      continue;
+    }
+    if (!maps.traces.lookup(key, trace)) continue;
+    maps.traces.delete(key);
     if (!(away >= minNs)) continue;
-    view.setBigUint64(OFF_CPU_NS, BigInt(Math.round(away)), true);
+    traceView.setBigUint64(OFF_CPU_NS, BigInt(Math.round(away)), true);
     const frames = Math.min(
-      view.getUint16(offCpuTraceLayout.num_frames.offset, true),
+      traceView.getUint16(offCpuTraceLayout.num_frames.offset, true),
       offCpuTraceLayout.frames.size / frameLayout.sizeof,
     );
-    sink.onRecord(view, 0, offCpuTraceLayout.frames.offset + frames * frameLayout.sizeof);
-    sent++;
+    sink.onRecord(traceView, 0, offCpuTraceLayout.frames.offset + frames * frameLayout.sizeof);
+    charged++;
   }
-  return sent;
+  return charged;
 }

@@ -266,6 +266,7 @@ export class Recorder {
     const horizon = monotonicNs();
     if (this.#mappingEvents !== null) this.#drainMappingEvents(horizon);
     this.#drainSkippingFailures(() => this.tracer.drain(this.#table));
+    this.tracer.offCpuStacks?.charge(this.#table);
     this.#table.endDrain();
     this.files.sweep();
     if (this.#firstSampleMs === null && this.#table.samples > 0) {
@@ -432,7 +433,7 @@ export class Recorder {
   }
 
   #newTable(): StackTable {
-    return new StackTable(this.processes, this.files);
+    return new StackTable(this.processes, this.files, this.tracer.offCpuStacks);
   }
 
   /** Stops sampling and drains what is left; the recorder stays readable. */

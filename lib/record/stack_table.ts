@@ -36,6 +36,7 @@ import { type SymbolizedFrame, UNKNOWN_SOURCE_FILE } from "../interpreter/interp
 import type { JitNames } from "../symbolize/jit_names.ts";
 import { frameKindOf } from "../profile/frame_kinds.ts";
 import type { SampleLabel } from "../profile/profile.ts";
+import type { OffCpuStacks } from "./off_cpu_stacks.ts";
 import {
   COMM_LENGTH,
   COPY_DATA,
@@ -62,6 +63,7 @@ import {
   RECORD_KIND,
   RECORD_KTIME,
   RECORD_OFF_CPU_NS,
+  RECORD_OFF_CPU_STACK,
   RECORD_PID,
   RECORD_TID,
   TRACE_COMM,
@@ -179,6 +181,10 @@ const decoder = new TextDecoder();
 export class StackTable implements RecordSink, MappingEventSink {
   #processes: ProcessManager;
   #files: TraceFiles;
+  /** The ids of off-CPU stacks whose waits the kernel adds up, or null without off-CPU time. */
+  #offCpuStacks: OffCpuStacks | null;
+  /** This table's stack of each off-CPU stack id. */
+  #offCpuById: Stack[] = [];
   #buckets = new Map<number, Entry>();
   /** Stacks with interpreter frames, by what they name (see decodedKey). */
   #interpreterStacks = new Map<string, Stack>();
@@ -220,11 +226,12 @@ export class StackTable implements RecordSink, MappingEventSink {
   /**
    * `processes` handles process events, resolves addresses and names interpreter frames; `files` names
    * the files behind the file ids of frames unwound in BPF, and loads a file's unwind tables when BPF asks
-   * for them.
+   * for them; `offCpuStacks` gives ids to the off-CPU stacks that ask for one.
    */
-  constructor(processes: ProcessManager, files: TraceFiles) {
+  constructor(processes: ProcessManager, files: TraceFiles, offCpuStacks: OffCpuStacks | null = null) {
     this.#processes = processes;
     this.#files = files;
+    this.#offCpuStacks = offCpuStacks;
     this.#copiedStackUnwinder = new CopiedStackUnwinder(processes, files);
     this.#copiedSink = (address, returnAddress, resolved, signalTrampoline) => {
       const kind = FrameMarker.Native;
@@ -352,36 +359,68 @@ export class StackTable implements RecordSink, MappingEventSink {
   }
 
   #addTrace(view: DataView, offset: number, length: number): void {
-    if (this.#words === null || this.#words.buffer !== view.buffer) {
-      this.#words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
-    }
     if (view.getUint8(offset + TRACE_FLAGS) & TraceFlag.CopiedStack) {
       this.#addCopiedTrace(view, offset, length);
       return;
     }
+    const offCpuNs = this.#countTrace(view, offset);
+    const stack = this.#addStack(view, offset, length, 1, offCpuNs);
+    // The first wait of a stack new to the kernel asks for the id its later waits are added up under.
+    if (this.#offCpuStacks !== null && readU64(view, offset + RECORD_OFF_CPU_STACK) !== 0) {
+      const id = this.#offCpuStacks.define(view, offset, length);
+      if (id >= 0) this.#offCpuById[id] = stack;
+    }
+  }
+
+  /**
+   * Adds `waits` off-CPU waits of `ns` in all to the stack of off-CPU stack `id`, whose defining trace
+   * record is `record` (see lib/record/off_cpu_stacks.ts).
+   */
+  addOffCpuWaits(id: number, record: Uint8Array<ArrayBuffer>, ns: number, waits: number): void {
+    this.offCpuWaits += waits;
+    this.offCpuNs += ns;
+    const stack = this.#offCpuById[id];
+    if (stack !== undefined) {
+      stack.count += waits;
+      stack.offCpuNs += ns;
+      return;
+    }
+    // A table started after the stack was defined (an interval's): decoded once more, from its record.
+    const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
+    this.#offCpuById[id] = this.#addStack(view, 0, record.byteLength, waits, ns);
+  }
+
+  /**
+   * Adds `count` traces like the one at `offset` (`offCpuNs` of waits in all) to its stack, which it finds
+   * by the record's bytes from the pid on, or decodes; returns the stack.
+   */
+  #addStack(view: DataView, offset: number, length: number, count: number, offCpuNs: number): Stack {
+    if (this.#words === null || this.#words.buffer !== view.buffer) {
+      this.#words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
+    }
     const words = this.#words;
     const first = (offset + KEY_START) >>> 2;
-    const count = (length - KEY_START) >>> 2;
+    const wordCount = (length - KEY_START) >>> 2;
     let hash = 0x811c9dc5;
-    for (let i = 0; i < count; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
-    const offCpuNs = this.#countTrace(view, offset);
+    for (let i = 0; i < wordCount; i++) hash = Math.imul(hash ^ words[first + i]!, 0x01000193);
     for (let entry = this.#buckets.get(hash) ?? null; entry !== null; entry = entry.next) {
       const stored = entry.words;
-      if (stored.length !== count) continue;
+      if (stored.length !== wordCount) continue;
       let equal = true;
-      for (let i = 0; i < count; i++) {
+      for (let i = 0; i < wordCount; i++) {
         if (stored[i] !== words[first + i]) {
           equal = false;
           break;
         }
       }
       if (equal) {
-        entry.stack.count++;
+        entry.stack.count += count;
         entry.stack.offCpuNs += offCpuNs;
-        return;
+        return entry.stack;
       }
     }
     let stack = this.#decode(view, offset, length);
+    stack.count = count;
     stack.offCpuNs = offCpuNs;
     if (stack.frames.some((frame) => frame.symbol !== undefined)) {
       // Interpreter frames carry the instruction offset, so nearly every sample is a new trace: merge
@@ -390,24 +429,25 @@ export class StackTable implements RecordSink, MappingEventSink {
       const key = decodedKey(stack);
       const known = this.#interpreterStacks.get(key);
       if (known !== undefined) {
-        known.count++;
+        known.count += count;
         known.offCpuNs += offCpuNs;
         stack = known;
       } else {
         this.#interpreterStacks.set(key, stack);
         this.#stacks.push(stack);
       }
-      if (this.#interpreterEntries >= MAX_INTERPRETER_ENTRIES) return;
+      if (this.#interpreterEntries >= MAX_INTERPRETER_ENTRIES) return stack;
       this.#interpreterEntries++;
     } else {
       this.#stacks.push(stack);
     }
     const entry: Entry = {
       stack,
-      words: words.slice(first, first + count),
+      words: words.slice(first, first + wordCount),
       next: this.#buckets.get(hash) ?? null,
     };
     this.#buckets.set(hash, entry);
+    return stack;
   }
 
   /** Counts the trace at `offset` as a CPU sample or an off-CPU wait; returns the wait's ns (0 for a sample). */

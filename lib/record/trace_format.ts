@@ -17,6 +17,7 @@ const header = traceLayout.hdr.offset;
 export const RECORD_KIND = header + eventHeaderLayout.kind.offset;
 export const RECORD_KTIME = header + eventHeaderLayout.ktime.offset;
 export const RECORD_OFF_CPU_NS = header + eventHeaderLayout.off_cpu_ns.offset;
+export const RECORD_OFF_CPU_STACK = header + eventHeaderLayout.off_cpu_stack.offset;
 export const RECORD_PID = header + eventHeaderLayout.pid.offset;
 export const RECORD_TID = header + eventHeaderLayout.tid.offset;
 export const TRACE_COMM = traceLayout.comm.offset;

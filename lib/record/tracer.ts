@@ -25,6 +25,7 @@ import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
 import { closePerfEvent, openContextSwitches, openCpuClock } from "../perf/perf_event.ts";
 import { drainSwitchedOut, offCpuCapacity, type OffCpuOptions } from "./off_cpu.ts";
+import { OffCpuStacks, type OffCpuWaitSink } from "./off_cpu_stacks.ts";
 import { ProbeSet } from "./probes.ts";
 import { openTracerObject } from "./tracer_object.ts";
 import type { ResolvedProbe } from "../probe/probe_spec.ts";
@@ -147,6 +148,7 @@ export class Tracer {
   /** The session's probes, loaded; null when it samples CPUs. */
   #probes: ProbeSet | null = null;
   #kernelNames: BpfKernelNames | null = null;
+  #offCpuStacks: OffCpuStacks | null = null;
   #object: BpfObject;
   #unwinders: UnwindProgramTable;
   #links: BpfLink[] = [];
@@ -224,7 +226,9 @@ export class Tracer {
           true,
         );
         const wholeSystem = !filtered;
-        object.map("off_cpu_traces").setMaxEntries(offCpuCapacity(options.pids ?? [], wholeSystem));
+        const threads = offCpuCapacity(options.pids ?? [], wholeSystem);
+        object.map("off_cpu_waits").setMaxEntries(threads);
+        object.map("off_cpu_traces").setMaxEntries(threads);
       } else {
         for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
       }
@@ -233,6 +237,12 @@ export class Tracer {
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
+      if (options.offCpu) {
+        tracer.#offCpuStacks = new OffCpuStacks(
+          object.map("off_cpu_stack_ids"),
+          object.map("off_cpu_totals").fd,
+        );
+      }
 
       unwinders.fillLoaded();
       if (probes !== null) {
@@ -296,6 +306,11 @@ export class Tracer {
         for (const table of this.#probes?.tables ?? []) table.require(slot);
       },
     };
+  }
+
+  /** With off-CPU time, the stacks whose waits BPF adds up; null without. */
+  get offCpuStacks(): OffCpuStacks | null {
+    return this.#offCpuStacks;
   }
 
   /** Names kernel addresses through BPF; null on kernels that cannot run the program (before 5.14). */
@@ -377,9 +392,12 @@ export class Tracer {
    * After {@linkcode stopSampling}, with off-CPU time: hands `sink` the threads still switched out then,
    * each with its wait up to then (lib/record/off_cpu.ts). Returns how many.
    */
-  drainSwitchedOut(sink: RecordSink): number {
-    if (this.offCpu === null || this.#stoppedAtNs === null || this.#closed) return 0;
-    return drainSwitchedOut(this.#object.map("off_cpu_traces"), this.#stoppedAtNs, this.offCpu.minNs, sink);
+  drainSwitchedOut(sink: RecordSink & OffCpuWaitSink): number {
+    if (this.offCpu === null || this.#offCpuStacks === null || this.#stoppedAtNs === null || this.#closed) {
+      return 0;
+    }
+    const maps = { waits: this.#object.map("off_cpu_waits"), traces: this.#object.map("off_cpu_traces") };
+    return drainSwitchedOut(maps, this.#stoppedAtNs, this.offCpu.minNs, this.#offCpuStacks, sink);
   }
 
   /** Reads the BPF counters. */
@@ -415,6 +433,8 @@ export class Tracer {
     this.#probes?.close();
     this.#probes = null;
     this.#unwinders.close();
+    this.#offCpuStacks?.close();
+    this.#offCpuStacks = null;
     this.#object.close();
   }
 

@@ -586,8 +586,8 @@ const omniprof: OffCpuTool = {
 };
 
 /**
- * The counters of omniprof's `--stats` that say whether every switch was recorded: the waits sent, the
- * switches its BPF program saw, those left out as shorter than the minimum or because the store of
+ * The counters of omniprof's `--stats` that say whether every switch was recorded: the waits recorded
+ * (added up in the kernel or sent whole), the switches its BPF program saw, those left out as shorter than the minimum or because the store of
  * switched-out threads was full, and traces lost on the way to the host.
  */
 export function omniprofCounters(stats: unknown): string {
@@ -599,7 +599,10 @@ export function omniprofCounters(stats: unknown): string {
     );
   const show = (value: unknown) => typeof value === "number" ? String(value) : "?";
   return `waits ${show(field(stats, "offCpu", "waits"))} of ${show(field(stats, "bpf", "OffCpuSwitches"))} ` +
-    `switches out (short ${show(field(stats, "bpf", "OffCpuShort"))}, store full ` +
+    `switches out (${show(field(stats, "bpf", "OffCpuCounted"))} added up in the kernel, ` +
+    `${show(field(stats, "bpf", "OffCpuSent"))} sent whole; short ${
+      show(field(stats, "bpf", "OffCpuShort"))
+    }, store full ` +
     `${show(field(stats, "bpf", "OffCpuStoreFull"))}), lost ${show(field(stats, "lost"))}`;
 }
 

@@ -117,11 +117,14 @@ Deno.test("omniprofCounters() reads the off-CPU counters of --stats, ? for those
     omniprofCounters({
       offCpu: { waits: 93646, ns: 1789851772 },
       lost: 0,
-      bpf: { OffCpuSwitches: 93652, OffCpuShort: 0, OffCpuStoreFull: 0 },
+      bpf: { OffCpuSwitches: 93652, OffCpuShort: 0, OffCpuStoreFull: 0, OffCpuCounted: 93640, OffCpuSent: 6 },
     }),
-    "waits 93646 of 93652 switches out (short 0, store full 0), lost 0",
+    "waits 93646 of 93652 switches out (93640 added up in the kernel, 6 sent whole; short 0, store full 0), lost 0",
   );
-  assert.equal(omniprofCounters({ lost: 3 }), "waits ? of ? switches out (short ?, store full ?), lost 3");
+  assert.equal(
+    omniprofCounters({ lost: 3 }),
+    "waits ? of ? switches out (? added up in the kernel, ? sent whole; short ?, store full ?), lost 3",
+  );
 });
 
 Deno.test("timeUnder() adds the time of the stacks that hold one of the functions", () => {

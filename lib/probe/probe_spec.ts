@@ -24,6 +24,8 @@
  */
 import { ElfFile } from "../elf/elf_file.ts";
 import { findElfSymbols } from "../interpreter/elf_symbols.ts";
+import { KernelSymbols } from "../symbolize/kallsyms.ts";
+import { pathExists } from "../sys/files.ts";
 import type { Address } from "../types.ts";
 import type { Tracefs } from "./tracefs.ts";
 
@@ -216,17 +218,10 @@ function findFile(path: string): string | null {
 
 /** Whether the kernel has the kprobe event source perf_event_open (and libbpf) attach kprobes through. */
 export function kprobesSupported(): boolean {
-  try {
-    Deno.statSync("/sys/bus/event_source/devices/kprobe/type");
-    return true;
-  } catch {
-    return false;
-  }
+  return pathExists("/sys/bus/event_source/devices/kprobe/type");
 }
 
 /** Whether /proc/kallsyms lists `name` as a function (text symbol) of the running kernel or a module. */
 export function kernelFunction(name: string): boolean {
-  const text = Deno.readTextFileSync("/proc/kallsyms");
-  const pattern = new RegExp(`^[0-9a-f]+ [tT] ${name.replaceAll(".", "\\.")}(\\s|$)`, "m");
-  return pattern.test(text);
+  return KernelSymbols.hasFunction(name);
 }

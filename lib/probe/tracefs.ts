@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { pathExists } from "../sys/files.ts";
 import { libc, SystemError } from "../sys/libc.ts";
 
 /** Where libbpf looks first when debugfs is not mounted, and where tracefs belongs. */
@@ -20,15 +21,6 @@ export const TRACEFS = "/sys/kernel/tracing";
 const DEBUGFS_TRACING = "/sys/kernel/debug/tracing";
 
 const encoder = new TextEncoder();
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A mounted tracefs; unmounted on close when this session mounted it. */
 export class Tracefs {
@@ -48,8 +40,8 @@ export class Tracefs {
    */
   static mount(): Tracefs {
     // libbpf takes debugfs's when that folder exists at all.
-    if (exists(DEBUGFS_TRACING)) return new Tracefs(DEBUGFS_TRACING, false);
-    if (exists(`${TRACEFS}/events`)) return new Tracefs(TRACEFS, false);
+    if (pathExists(DEBUGFS_TRACING)) return new Tracefs(DEBUGFS_TRACING, false);
+    if (pathExists(`${TRACEFS}/events`)) return new Tracefs(TRACEFS, false);
     const result = libc().fn.mount(
       encoder.encode("tracefs\0"),
       encoder.encode(`${TRACEFS}\0`),
@@ -63,7 +55,7 @@ export class Tracefs {
 
   /** Whether tracepoint `category`:`name` exists in this kernel. */
   hasTracepoint(category: string, name: string): boolean {
-    return exists(`${this.path}/events/${category}/${name}/id`);
+    return pathExists(`${this.path}/events/${category}/${name}/id`);
   }
 
   /** Unmounts tracefs if {@linkcode mount} mounted it. Safe to call twice. */

@@ -79,6 +79,15 @@ export class KernelSymbols {
     this.addressesHidden = addressesHidden;
   }
 
+  /**
+   * Whether `/proc/kallsyms` (or another path in the same format) lists `name` as a function (a text
+   * symbol) of the kernel or a module. Reads the file but keeps nothing of it.
+   */
+  static hasFunction(name: string, path = "/proc/kallsyms"): boolean {
+    const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    return new RegExp(`^[0-9a-f]+ [tT] ${escaped}(\\s|$)`, "m").test(Deno.readTextFileSync(path));
+  }
+
   /** Reads and parses `/proc/kallsyms` (or another path in the same format). */
   static load(path = "/proc/kallsyms"): KernelSymbols {
     return KernelSymbols.parse(Deno.readTextFileSync(path));

@@ -282,3 +282,30 @@ Deno.test("parseFor() stops after the kernel image's symbols pass every wanted a
   assert.ok(partial.covers(0x81001fff as KernelAddress));
   assert.equal(partial.covers(0x81002000 as KernelAddress), false);
 });
+
+Deno.test("KernelSymbols.hasFunction finds text symbols by their exact name, of the kernel and of modules", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const path = `${dir}/kallsyms`;
+    Deno.writeTextFileSync(
+      path,
+      [
+        "ffffffff81000000 T _stext",
+        "ffffffff81001000 t do_one.isra.0",
+        "ffffffff81002000 D some_data",
+        "ffffffffc0000000 t mod_fn\t[mymod]",
+        "",
+      ].join("\n"),
+    );
+    assert.equal(KernelSymbols.hasFunction("_stext", path), true);
+    assert.equal(KernelSymbols.hasFunction("do_one.isra.0", path), true);
+    assert.equal(KernelSymbols.hasFunction("mod_fn", path), true);
+    // Data is not a function; a prefix or a pattern is not the name.
+    assert.equal(KernelSymbols.hasFunction("some_data", path), false);
+    assert.equal(KernelSymbols.hasFunction("do_one", path), false);
+    assert.equal(KernelSymbols.hasFunction("do_one.isra.", path), false);
+    assert.equal(KernelSymbols.hasFunction("do_one.isra.*", path), false);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -18,3 +18,13 @@ export function isFile(path: string): boolean {
     return false;
   }
 }
+
+/** Whether anything is at `path` (after symlinks); false when it is missing or cannot be looked at. */
+export function pathExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

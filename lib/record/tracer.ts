@@ -382,7 +382,10 @@ export class Tracer {
 
   /** Stops sampling (detaches the perf events) but keeps the ring buffer readable for a last drain. */
   stopSampling(): void {
-    for (const link of this.#links) link.close();
+    // Last attached, first detached: the switch-outs go before the switch-in half that ends their waits,
+    // so every switch-out kept is either ended in BPF or still there for drainSwitchedOut, and the
+    // process events go last, as they came first.
+    for (const link of this.#links.toReversed()) link.close();
     this.#links = [];
     this.#probes?.detach();
     if (this.#sampling) this.#stoppedAtNs ??= monotonicNs();

@@ -20,6 +20,10 @@
  *   return address (Go's own restorer) is found, the restorer gets a Signal row, and the unwinder goes on
  *   from the interrupted registers in the signal frame, as it does at libc's (see
  *   {@linkcode GoSignalFrames}).
+ * - runtime.duffzero and runtime.duffcopy, the Duff's devices the compiler calls to zero and copy blocks,
+ *   have no frame of their own, and each call of them gets a pretend one instead, just below the caller's
+ *   rsp: rbp lies below rsp in them, which the frame-pointer walk refuses. Where no CFI covers them, they
+ *   unwind by that pretend frame (see {@linkcode GoUnwindRules.duff}).
  *
  * @example
  * ```ts ignore
@@ -103,6 +107,27 @@ export interface GoUnwindRules {
   callbacks: GoCallback[];
   /** The handler and restorer of Go's signals, or null when they were not both recognized. */
   signal: GoSignalFrames | null;
+  /**
+   * The code [start, end) of runtime.duffzero and runtime.duffcopy, whose SP delta tables say they never
+   * move rsp. Go's assembler wraps each direct call of them (cmd/internal/obj/x86/asm6.go, `bpduff1` and
+   * `bpduff2`, amd64) in a pretend frame record, since they cannot push rbp themselves (callers jump into
+   * their middle):
+   *
+   * ```
+   * MOVQ BP, -16(SP)   48 89 6c 24 f0
+   * LEAQ -16(SP), BP   48 8d 6c 24 f0
+   * CALL runtime.duffzero+off
+   * MOVQ 0(BP), BP     48 8b 6d 00
+   * ```
+   *
+   * So in them rbp = rsp - 8 (below rsp: a frame-pointer walk stops there), [rbp] is the caller's rbp and
+   * [rbp + 8] the return address: CFA = rbp + 16 (= rsp + 8), rbp saved at CFA - 16. Were a call ever made
+   * without that frame (code built with -dynlink calls them through a register, without it), rbp is still
+   * the caller's own frame pointer, and the same rule unwinds the caller's frame record instead: the caller
+   * is left out, as any frame-pointer walk from a leaf without a frame leaves it out, but no frame is made
+   * up.
+   */
+  duff: { start: number; end: number }[];
 }
 
 /**
@@ -140,6 +165,7 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
   const sigtramps: GoFunction[] = [];
   const sigtrampgos: GoFunction[] = [];
   const restorers: GoFunction[] = [];
+  const duff: { start: number; end: number }[] = [];
   const names = [
     "runtime.asmcgocall",
     "runtime.asmcgocall_landingpad",
@@ -149,6 +175,8 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     "runtime.sigtrampgo",
     "runtime.sigreturn__sigaction",
     "runtime.sigreturn",
+    "runtime.duffzero",
+    "runtime.duffcopy",
   ];
   for (const f of symbols.functionsNamed(names)) {
     if (f.name === "runtime.asmcgocall") asmcgocalls.push(f);
@@ -158,6 +186,13 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     if (f.name === "runtime.sigtramp") sigtramps.push(f);
     if (f.name === "runtime.sigtrampgo") sigtrampgos.push(f);
     if (f.name.startsWith("runtime.sigreturn")) restorers.push(f);
+    if (f.name === "runtime.duffzero" || f.name === "runtime.duffcopy") {
+      // One run from the entry with no frame: rsp is never moved, so rbp is still what the call site made.
+      const runs = frameRuns(symbols, f, null);
+      if (runs.length === 1 && runs[0]!.start === f.entry && runs[0]!.cfaOffset === 8) {
+        duff.push({ start: f.entry, end: runs[0]!.end });
+      }
+    }
   }
   const callbacks: GoCallback[] = [];
   for (const f of cgocallbacks) {
@@ -200,6 +235,7 @@ export function goUnwindRules(elf: ElfFile): GoUnwindRules | null {
     frameless,
     callbacks,
     signal: signalFrames(elf, symbols, { sigtramps, sigtrampgos, restorers }),
+    duff,
   };
 }
 
@@ -507,6 +543,15 @@ export function withGoRules(table: UnwindTable, rules: GoUnwindRules): UnwindTab
     // cgocallback's frame, on the system stack: rbp + 16 is the CFA, its caller's rbp is at rbp.
     const byFramePointer = rule(CfaRule.Rbp, 16, FpRule.CfaOffset, -16);
     overlays.push({ start, end, map: () => byFramePointer });
+  }
+  // Only where no CFI covers them: Go's .debug_frame gives them CFA = rsp + 8 and callers with CFI rows of
+  // their own, which need no rbp.
+  const pretendFrame = rule(CfaRule.Rbp, 16, FpRule.CfaOffset, -16);
+  for (const range of rules.duff) {
+    overlays.push({
+      ...range,
+      map: (r) => r.cfaRule === CfaRule.Invalid || r.cfaRule === CfaRule.FramePointer ? pretendFrame : r,
+    });
   }
   for (const pad of rules.frameless) {
     const frameless = rule(CfaRule.Rsp, 8, FpRule.Unchanged, 0);

@@ -164,6 +164,7 @@ Deno.test("withGoRules gives cgocallbackg's saved rbp to its CFI rows, and cgoca
       frameless: [],
       callbacks: [{ start: 0x4010, end: 0x4012, callee: { start: 0x5009, end: 0x5040, cfaOffset: 40 } }],
       signal: null,
+      duff: [],
     },
   );
   const rows = Array.from({ length: out.length }, (_, i) => [
@@ -198,6 +199,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
       frameless: [],
       callbacks: [],
       signal: null,
+      duff: [],
     },
   );
   const { Rsp, FramePointer, GoCgoCall, Invalid } = CfaRule;
@@ -216,6 +218,7 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     frameless: [],
     callbacks: [],
     signal: null,
+    duff: [],
   });
   assert.deepEqual(rowsOf(covered), [
     [0x3000, Rsp, 8, 0],
@@ -224,6 +227,32 @@ Deno.test("withGoRules fills Go code's gaps with frame pointers and lays the cgo
     [0x3100, Invalid, 0, 0],
   ]);
   assert.equal(out.fpRules.every((rule) => rule === FpRule.Unchanged), true);
+});
+
+Deno.test("withGoRules unwinds Go's Duff's devices by their callers' pretend frame where no CFI covers them", () => {
+  // Go code 0x1000-0x4000 without CFI but for a .debug_frame row of the second device at 0x3000-0x3400.
+  const { Rsp, Rbp, FramePointer, Invalid } = CfaRule;
+  const out = withGoRules(table([[0x3000, Rsp, 8], [0x3400, Invalid, 0]]), {
+    code: { start: 0x1000, end: 0x4000 },
+    cgoCalls: [],
+    frameless: [],
+    callbacks: [],
+    signal: null,
+    duff: [{ start: 0x2000, end: 0x2171 }, { start: 0x3000, end: 0x3391 }],
+  });
+  const rows = Array.from(
+    { length: out.length },
+    (_, i) => [out.addresses[i], out.cfaRules[i], out.cfaOffsets[i], out.fpRules[i], out.fpOffsets[i]],
+  );
+  const { Unchanged, CfaOffset } = FpRule;
+  assert.deepEqual(rows, [
+    [0x1000, FramePointer, 0, Unchanged, 0],
+    [0x2000, Rbp, 16, CfaOffset, -16],
+    [0x2171, FramePointer, 0, Unchanged, 0],
+    [0x3000, Rsp, 8, Unchanged, 0],
+    [0x3400, FramePointer, 0, Unchanged, 0],
+    [0x4000, Invalid, 0, Unchanged, 0],
+  ]);
 });
 
 /** The rule the stack deltas give `address` (the last row at or before it in its page). */
@@ -432,6 +461,63 @@ Deno.test(requiring([programs("go")], {
         StackDeltaConstants.DeltaCommandFlag | UnwindCommand.Signal,
         `0x${address.toString(16)}`,
       );
+    }
+  },
+}));
+
+Deno.test(requiring([programs("go")], {
+  name:
+    "the stack deltas of a stripped Go binary unwind runtime.duffzero and runtime.duffcopy by their callers' pretend frame",
+  async fn() {
+    const plain = await buildGoWorkload("duff", {}, "-symbols");
+    const stripped = await buildGoWorkload("duff", { ldflags: "-s -w" }, "-stripped");
+    // Each device from its first instruction to its RET, as Go's disassembler lists them.
+    const result = await new Deno.Command("go", {
+      args: ["tool", "objdump", "-s", "^runtime\\.duff(zero|copy)$", plain],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(result.success, new TextDecoder().decode(result.stderr));
+    const listed: { start: number; end: number }[] = [];
+    for (const line of new TextDecoder().decode(result.stdout).split("\n")) {
+      const address = parseInt(line.trim().split(/\s+/)[1] ?? "", 16);
+      if (line.startsWith("TEXT ")) listed.push({ start: -1, end: -1 });
+      else if (Number.isFinite(address) && listed.length > 0) {
+        const device = listed[listed.length - 1]!;
+        if (device.start < 0) device.start = address;
+        if (/\bRET\b/.test(line)) device.end = address + 1;
+      }
+    }
+    assert.equal(listed.length, 2, "objdump lists runtime.duffzero and runtime.duffcopy");
+
+    using elf = ElfFile.open(stripped);
+    const rules = goUnwindRules(elf)!;
+    assert.deepEqual(rules.duff, listed.sort((x, y) => x.start - y.start));
+    const store: { opcode: number; fpOpcode: number; param: number; fpParam: number }[] = [];
+    const registry = new UnwindInfoRegistry(16384, (index, opcode, fpOpcode, _merge, param, fpParam) => {
+      store[index] = { opcode, fpOpcode, param, fpParam };
+    });
+    const deltas = buildStackDeltas(withGoRules(extractUnwindTable(elf), rules), registry);
+    for (const { start, end } of rules.duff) {
+      // CFA = rbp + 16, the caller's rbp at CFA - 16; and past the RET, frame pointers again.
+      for (const address of [start, start + 1, end - 1]) {
+        assert.deepEqual(store[deltaAt(deltas, address)], {
+          opcode: UnwindOpcode.BaseFp,
+          fpOpcode: UnwindFpOpcode.CfaOffset,
+          param: 16,
+          fpParam: -16,
+        }, `0x${address.toString(16)}`);
+      }
+      assert.equal(deltaAt(deltas, end), StackDeltaConstants.DeltaCommandFlag | UnwindCommand.FramePointer);
+    }
+
+    // With Go's .debug_frame, its rows stay: CFA = rsp + 8, and the callers have CFI rows too.
+    using plainElf = ElfFile.open(plain);
+    const cfi = extractUnwindTable(plainElf);
+    const covered = withGoRules(cfi, goUnwindRules(plainElf)!);
+    for (const { start } of rules.duff) {
+      const row = findRow(covered, start);
+      assert.deepEqual([covered.cfaRules[row], covered.cfaOffsets[row]], [CfaRule.Rsp, 8]);
     }
   },
 }));

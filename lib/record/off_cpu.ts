@@ -38,12 +38,13 @@ export interface OffCpuOptions {
 
 /**
  * Default minimum wait, in µs: keep them all. Measured with the bench's switch-heavy workload (two threads
- * handing a byte back and forth through pipes on one CPU, 32,000 switches a second, nearly every wait
- * between 10 and 100 µs), `record --off-cpu -p PID -d 5`, CPU of omniprof's process (user + system):
- * minimum 1 µs 0.33 s, 162,543 waits sent; 10 µs 0.28 s; 100 µs 0.22 s, 288 sent, 4.84 of the 4.98 s of
- * waits lost; 1,000 µs 0.22 s. Sending every wait costs the host about 0.7 µs each (0.1 s for 160,000),
- * while any floor that saves it drops the waits of exactly such a workload. The BPF cost (an unwind per
- * switch-out) is the same whatever the minimum.
+ * handing a byte back and forth through pipes on one CPU, about 34,000 switches a second, nearly every
+ * wait between 10 and 100 µs), `record --off-cpu -p PID -d 5`, CPU of omniprof's process (user + system),
+ * three runs each: minimum 1 µs 0.18-0.20 s, ~170,000 waits recorded (all but ~200 added up in the kernel);
+ * 100 µs 0.18-0.20 s, 18-35 waits recorded, 99.9% of the 5 s of waits dropped. Since the kernel adds up
+ * the waits of a stack it has seen (lib/record/off_cpu_stacks.ts), the host's cost does not depend on how
+ * many there are, so a floor saves nothing and would drop the waits of exactly such a workload. The BPF
+ * cost (an unwind per switch-out) is the same whatever the minimum.
  */
 export const DEFAULT_OFF_CPU_MIN_US = 1;
 

@@ -18,6 +18,7 @@ import {
 import { decodePprof } from "../lib/output/pprof_reader.ts";
 import { SYSTEM_PYTHON, systemPython } from "../lib/interpreter/python/test_processes.ts";
 import { assertSampleCount } from "./sample_bounds.ts";
+import type { TracerMetrics } from "../lib/record/tracer.ts";
 
 /** Built without frame pointers: the off-CPU stacks are unwound from .eh_frame as samples are. */
 const NO_FP_FLAGS = ["-O2", "-fomit-frame-pointer"];
@@ -36,6 +37,44 @@ function reported(stdout: string, key: string): number {
   return Number(match[1]);
 }
 
+/** What these tests read of `--stats`. */
+interface OffCpuStats {
+  offCpu: { waits: number; ns: number };
+  bpf: TracerMetrics;
+}
+
+/** `record --off-cpu -p PID -d SECONDS` (and `extra` options) into `dir`: its folded stacks and its --stats. */
+async function recordOffCpu(
+  pid: number,
+  seconds: number,
+  dir: string,
+  name: string,
+  extra: string[] = [],
+): Promise<{ stacks: FoldedStack[]; stats: OffCpuStats }> {
+  const folded = `${dir}/${name}.folded`;
+  const stats = `${dir}/${name}.json`;
+  const result = await runCli(
+    [
+      "record",
+      "--off-cpu",
+      ...extra,
+      "-p",
+      String(pid),
+      "-d",
+      String(seconds),
+      "-o",
+      folded,
+      "--stats",
+      stats,
+    ],
+  );
+  assert.equal(result.code, 0, result.stderr);
+  return {
+    stacks: parseFolded(Deno.readTextFileSync(folded)),
+    stats: JSON.parse(Deno.readTextFileSync(stats)) as OffCpuStats,
+  };
+}
+
 Deno.test(
   tracingTest(
     "record --off-cpu -p PID -d 5 of a C program sleeping 10 ms at a time: 5 s of waits within 10%, 90% under main;wait_a;wait_b;wait_c",
@@ -44,20 +83,7 @@ Deno.test(
       const dir = tempDir();
       const workload = await startReadyProcess(sleeper, ["30"]);
       try {
-        const result = await runCli([
-          "record",
-          "--off-cpu",
-          "-p",
-          String(workload.pid),
-          "-d",
-          "5",
-          "-o",
-          `${dir}/out.folded`,
-          "--stats",
-          `${dir}/stats.json`,
-        ]);
-        assert.equal(result.code, 0, result.stderr);
-        const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+        const { stacks, stats } = await recordOffCpu(workload.pid, 5, dir, "out");
         const total = sumOf(stacks);
         const underChain = countWhere(stacks, (stack) => hasChain(stack.frames, CHAIN));
         console.log(`off-CPU: ${total} µs in all, ${underChain} µs under the chain`);
@@ -73,7 +99,6 @@ Deno.test(
         );
         // Each wait is one 10 ms sleep (the kernel's timer slack adds tens of µs): the count of waits
         // the recording reports matches the time.
-        const stats = JSON.parse(Deno.readTextFileSync(`${dir}/stats.json`));
         const waits: number = stats.offCpu.waits;
         assert.ok(
           waits >= 0.9 * 5_000_000 / SLEEP_US && waits <= 5_000_000 / SLEEP_US + 2,
@@ -106,24 +131,8 @@ Deno.test(
       const dir = tempDir();
       const workload = await startReadyProcess(sleeper, ["30"]);
       try {
-        const record = async (minUs: number) => {
-          const result = await runCli([
-            "record",
-            "--off-cpu",
-            "--off-cpu-min",
-            String(minUs),
-            "-p",
-            String(workload.pid),
-            "-d",
-            "2",
-            "-o",
-            `${dir}/out-${minUs}.folded`,
-            "--stats",
-            `${dir}/stats-${minUs}.json`,
-          ]);
-          assert.equal(result.code, 0, result.stderr);
-          return JSON.parse(Deno.readTextFileSync(`${dir}/stats-${minUs}.json`));
-        };
+        const record = async (minUs: number) =>
+          (await recordOffCpu(workload.pid, 2, dir, `min-${minUs}`, ["--off-cpu-min", String(minUs)])).stats;
         // Twice the sleep: every wait is shorter, and BPF counts each one it drops.
         const above = await record(2 * SLEEP_US);
         console.log(
@@ -194,18 +203,7 @@ Deno.test(
         "30",
       ]);
       try {
-        const result = await runCli([
-          "record",
-          "--off-cpu",
-          "-p",
-          String(workload.pid),
-          "-d",
-          "3",
-          "-o",
-          `${dir}/out.folded`,
-        ]);
-        assert.equal(result.code, 0, result.stderr);
-        const stacks = parseFolded(Deno.readTextFileSync(`${dir}/out.folded`));
+        const { stacks } = await recordOffCpu(workload.pid, 3, dir, "out");
         const total = sumOf(stacks);
         const chain = ["<module>", "main", "wait_a", "wait_b", "wait_c"];
         // time.sleep's own function is static in a stripped python3 (Debian's): the sleep is named by

@@ -342,6 +342,22 @@ const kernelFields: GuestCheck = {
 };
 
 /**
+ * Resolves once `workload` has printed "ready" on its piped stdout, and `settleMs` more have passed (for
+ * a runtime that compiles its code after saying so); fails if it exits first. `name` says which workload.
+ */
+async function printedReady(workload: Deno.ChildProcess, name: string, settleMs = 0): Promise<void> {
+  const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let printed = "";
+  while (!printed.includes("ready")) {
+    const { value, done } = await reader.read();
+    if (done) throw new CheckFailure(`${name} exited before it was ready`);
+    printed += value;
+  }
+  reader.releaseLock();
+  if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
+}
+
+/**
  * `record -p PID -d 2` of a running workload once `ready` resolves, writing folded stacks and counters;
  * the workload is killed afterwards, and a failed recording fails the check with its output.
  */
@@ -501,16 +517,7 @@ const recordPython: GuestCheck = {
       stderr: "inherit",
     }).spawn();
     // The script prints "ready" once its frames are in place.
-    const ready = async () => {
-      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let printed = "";
-      while (!printed.includes("ready")) {
-        const { value, done } = await reader.read();
-        if (done) throw new CheckFailure(`${python} exited before it was ready`);
-        printed += value;
-      }
-      reader.releaseLock();
-    };
+    const ready = () => printedReady(workload, python);
     const run = await recordRunning(context, workload, ready, folded, stats);
     const stacks = parseFolded(Deno.readTextFileSync(folded));
     const total = countWhere(stacks, () => true);
@@ -559,17 +566,7 @@ const recordNode: GuestCheck = {
     }).spawn();
     // The script prints "ready PID" once its loop is about to start; V8 then needs a moment, under
     // emulation, to compile the chain.
-    const ready = async () => {
-      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let printed = "";
-      while (!printed.includes("ready")) {
-        const { value, done } = await reader.read();
-        if (done) throw new CheckFailure(`${node} exited before it was ready`);
-        printed += value;
-      }
-      reader.releaseLock();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-    };
+    const ready = () => printedReady(workload, node, 1000);
     const run = await recordRunning(context, workload, ready, folded, stats, "pid", 3);
     const stacks = parseFolded(Deno.readTextFileSync(folded));
     const total = countWhere(stacks, () => true);
@@ -617,17 +614,7 @@ const recordJava: GuestCheck = {
     }).spawn();
     // Chain prints "ready" from main, once the JVM has started; under emulation its first calls of c take a
     // moment more.
-    const ready = async () => {
-      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let printed = "";
-      while (!printed.includes("ready")) {
-        const { value, done } = await reader.read();
-        if (done) throw new CheckFailure(`${java} exited before it was ready`);
-        printed += value;
-      }
-      reader.releaseLock();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-    };
+    const ready = () => printedReady(workload, java, 1000);
     const run = await recordRunning(context, workload, ready, folded, stats, "pid", 3);
     // The main thread keeps the launcher's name; the JVM names its own threads.
     const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "java");
@@ -669,17 +656,7 @@ const recordOffCpu: GuestCheck = {
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    const ready = async () => {
-      const reader = workload.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      let printed = "";
-      while (!printed.includes("ready")) {
-        const { value, done } = await reader.read();
-        if (done) throw new CheckFailure("the sleeper exited before it was ready");
-        printed += value;
-      }
-      reader.releaseLock();
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    };
+    const ready = () => printedReady(workload, "the sleeper", 500);
     const run = await recordRunning(context, workload, ready, folded, stats, "pid", seconds, ["--off-cpu"]);
     const stacks = parseFolded(Deno.readTextFileSync(folded)).filter((stack) => stack.comm === "sleeper");
     const total = countWhere(stacks, () => true);

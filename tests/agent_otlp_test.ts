@@ -13,6 +13,7 @@ import {
   hasChain,
   omniprofArgs,
   REPO_ROOT,
+  startReadyProcess,
   tempDir,
   tracingTest,
 } from "./helpers.ts";
@@ -738,6 +739,61 @@ Deno.test(
       Deno.removeSync(dir, { recursive: true });
     }
   }),
+);
+
+Deno.test(
+  tracingTest(
+    "agent --off-cpu: each interval's pprof file charges a sleeping program's wall time to the stack it sleeps in",
+    async () => {
+      // Sleeps 10 ms at a time under main;wait_a;wait_b;wait_c, using next to no CPU: its wall time is
+      // its off-CPU time.
+      const sleeper = await buildWorkload("sleeper", ["-O2", "-fomit-frame-pointer"], "-nofp");
+      const workload = await startReadyProcess(sleeper, ["60"]);
+      const dir = tempDir();
+      const agent = new AgentProcess(["--pprof-dir", dir, "--interval", "1", "-F", "49", "--off-cpu"]);
+      try {
+        await waitFor("three pprof files", 60_000, () => [...Deno.readDirSync(dir)].length >= 3);
+        agent.child.kill("SIGTERM");
+        assert.equal(await agent.exit(), 0, agent.output);
+        assert.match(agent.output, /sampling all CPUs at 49 Hz, with off-CPU time/);
+        const files = [...Deno.readDirSync(dir)].map((entry) => entry.name).filter((name) =>
+          name.endsWith(".pb.gz")
+        ).sort();
+        let spanNs = 0;
+        let offCpuNs = 0;
+        let underChainNs = 0;
+        for (const name of files) {
+          const profile = decodePprof(Deno.readFileSync(`${dir}/${name}`));
+          assert.equal(profile.offCpu, true, `${name} has off_cpu/nanoseconds`);
+          spanNs += profile.durationNs;
+          for (const sample of profile.samples) {
+            if (sample.pid !== workload.pid) continue;
+            const ns = sample.offCpuNs ?? 0;
+            offCpuNs += ns;
+            const frames = sample.locations.map((index) => profile.locations[index]!.functionName).reverse();
+            if (hasChain(frames, ["main", "wait_a", "wait_b", "wait_c"])) underChainNs += ns;
+          }
+        }
+        console.log(
+          `${files.length} files over ${(spanNs / 1e9).toFixed(2)} s: the sleeper ${
+            (offCpuNs / 1e9).toFixed(2)
+          } s ` +
+            `off-CPU, ${(underChainNs / 1e9).toFixed(2)} s under its chain`,
+        );
+        assert.ok(Math.abs(offCpuNs - spanNs) <= 0.1 * spanNs, "off-CPU time is the files' span within 10%");
+        assert.ok(underChainNs >= 0.9 * offCpuNs, "90% of it under main;wait_a;wait_b;wait_c");
+      } finally {
+        try {
+          agent.child.kill("SIGKILL");
+        } catch {
+          // exited
+        }
+        await agent.exit();
+        await workload.stop();
+        Deno.removeSync(dir, { recursive: true });
+      }
+    },
+  ),
 );
 
 Deno.test(tracingTest("the agent logs its start and each interval without OMNIPROF_LOG", async () => {

@@ -33,6 +33,7 @@ import type { ProfileExporter } from "./otlp_exporter.ts";
 import { ResourceAttributes } from "./resource_attributes.ts";
 import denoConfig from "../../deno.json" with { type: "json" };
 import { sampleOffCpuNs } from "../profile/wall_time.ts";
+import type { OffCpuOptions } from "../record/off_cpu.ts";
 
 const logger = getLogger(["omniprof", "agent"]);
 
@@ -58,6 +59,8 @@ export interface AgentOptions {
   backoff?: { initialMs: number; maxMs: number };
   /** Also sample idle CPUs. */
   sampleIdle?: boolean;
+  /** Also record off-CPU time (lib/record/off_cpu.ts); absent: CPU samples only. */
+  offCpu?: OffCpuOptions;
   /** Resource attributes source (default: this host's /proc). */
   resources?: ResourceAttributes;
 }
@@ -212,12 +215,17 @@ export async function runAgent(options: AgentOptions): Promise<AgentSummary> {
     }
   };
 
-  const recorder = Recorder.start({ frequencyHz: options.frequencyHz, sampleIdle: options.sampleIdle });
+  const recorder = Recorder.start({
+    frequencyHz: options.frequencyHz,
+    sampleIdle: options.sampleIdle,
+    offCpu: options.offCpu,
+  });
   try {
     logger.info(
-      "sampling all CPUs at {hz} Hz; a profile every {seconds} s to {target}",
+      "sampling all CPUs at {hz} Hz{offCpu}; a profile every {seconds} s to {target}",
       {
         hz: options.frequencyHz,
+        offCpu: options.offCpu ? ", with off-CPU time" : "",
         seconds: intervalMs / 1000,
         target: [exporter?.target, pprofDir?.path].filter((t) => t != null).join(" and "),
       },

@@ -28,6 +28,8 @@ import { parseOptions } from "./options.ts";
 import { CommandError } from "./command_error.ts";
 import { UsageError } from "./usage_error.ts";
 import { MAX_COUNT, parseFrequency, parseSeconds, parseWholeNumber } from "./numbers.ts";
+import { parseOffCpuMinUs } from "./off_cpu_option.ts";
+import { DEFAULT_OFF_CPU_MIN_US } from "../record/off_cpu.ts";
 import denoConfig from "../../deno.json" with { type: "json" };
 
 /** A validated `agent` invocation. */
@@ -47,6 +49,8 @@ export interface AgentArgs {
   /** `--ca-file`: PEM certificates of authorities to trust for an https endpoint. */
   caFile: string | null;
   idle: boolean;
+  /** `--off-cpu`: the minimum wait recorded, µs; null without it. */
+  offCpuMinUs: number | null;
 }
 
 /** The largest header file read: a few tokens of a few kilobytes each. */
@@ -79,6 +83,13 @@ Options:
       --shutdown-timeout SECONDS
                                longest time spent sending what is held when stopping (default 10)
       --idle                   also record idle CPUs
+      --off-cpu                also record off-CPU time: for every thread, the time from being switched
+                               out to running again, charged to the stack it waited in; each profile
+                               then carries off_cpu/nanoseconds beside the CPU samples (OTLP: a second
+                               profile per scope). Every context switch of the machine is unwound: on
+                               a busy machine (tens of thousands a second) that costs a few % of a CPU
+      --off-cpu-min US         with --off-cpu, leave out waits shorter than US microseconds, in the
+                               kernel (default ${DEFAULT_OFF_CPU_MIN_US})
   -h, --help                   show this help
 
 Environment: OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROFILES_HEADERS add request headers as
@@ -107,6 +118,8 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
         timeout: { type: "string" },
         "shutdown-timeout": { type: "string" },
         idle: { type: "boolean" },
+        "off-cpu": { type: "boolean" },
+        "off-cpu-min": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     );
@@ -166,6 +179,7 @@ export function parseAgentArgs(argv: string[]): AgentArgs {
     headerFile: values["header-file"] ?? null,
     caFile,
     idle: values.idle ?? false,
+    offCpuMinUs: parseOffCpuMinUs(values["off-cpu"] ?? false, values["off-cpu-min"]),
   };
 }
 
@@ -296,6 +310,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       shutdownTimeoutMs: args.shutdownTimeoutSeconds * 1000,
       signal: stop.signal,
       sampleIdle: args.idle,
+      ...(args.offCpuMinUs === null ? {} : { offCpu: { minNs: args.offCpuMinUs * 1000 } }),
     });
   } finally {
     Deno.removeSignalListener("SIGTERM", onSignal);

@@ -15,6 +15,7 @@ Deno.test("parseAgentArgs() applies the fleet defaults: 20 Hz, 60 s intervals, O
     headerFile: null,
     caFile: null,
     idle: false,
+    offCpuMinUs: null,
   });
 });
 
@@ -45,6 +46,9 @@ Deno.test("parseAgentArgs() reads every option", () => {
     "--shutdown-timeout",
     "3",
     "--idle",
+    "--off-cpu",
+    "--off-cpu-min",
+    "250",
   ]);
   assert.deepEqual(args, {
     endpoint: "https://otel.example:4317",
@@ -59,7 +63,13 @@ Deno.test("parseAgentArgs() reads every option", () => {
     headerFile: "/etc/omniprof/headers",
     caFile: "/etc/omniprof/ca.pem",
     idle: true,
+    offCpuMinUs: 250,
   });
+  assert.equal(
+    parseAgentArgs(["--pprof-dir", "out", "--off-cpu"]).offCpuMinUs,
+    1,
+    "the default minimum, 1 µs",
+  );
   assert.equal(parseAgentArgs(["--pprof-dir", "out"]).endpoint, null, "pprof files alone are enough");
 });
 
@@ -85,6 +95,14 @@ Deno.test("parseAgentArgs() refuses what it cannot honour, naming the option", (
   assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "--header", "no-equals"]), /expected NAME=VALUE/);
   assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "-F", "0"]), /-F 0/);
   assert.throws(() => parseAgentArgs(["--pprof-dir", "d", "stray"]), /stray/);
+  assert.throws(
+    () => parseAgentArgs(["--pprof-dir", "d", "--off-cpu-min", "5"]),
+    /--off-cpu-min needs --off-cpu/,
+  );
+  assert.throws(
+    () => parseAgentArgs(["--pprof-dir", "d", "--off-cpu", "--off-cpu-min", "2.5"]),
+    /--off-cpu-min 2.5: expected a whole number/,
+  );
   assert.throws(() => parseAgentArgs(["--help"]), (error: Error) => error.message === "");
 });
 

@@ -15,10 +15,11 @@
 import { parseOptions } from "./options.ts";
 import type { Pid } from "../types.ts";
 import { STDOUT_PATH } from "../output/output_file.ts";
-import { parseFrequency, parsePid, parseSeconds, parseWholeNumber } from "./numbers.ts";
+import { parseFrequency, parsePid, parseSeconds } from "./numbers.ts";
 import { DEFAULT_OFF_CPU_MIN_US } from "../record/off_cpu.ts";
 import { parseProbe, ProbeError, type ProbeSpec } from "../probe/probe_spec.ts";
 import { UsageError } from "./usage_error.ts";
+import { parseOffCpuMinUs } from "./off_cpu_option.ts";
 import { Limits } from "../../support/types.ts";
 
 export { UsageError };
@@ -155,13 +156,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
   if ([demo, pids.length > 0, command.length > 0].filter(Boolean).length > 1) {
     throw new UsageError("choose one of -p, --demo and -- COMMAND");
   }
-  const offCpu = values["off-cpu"] ?? false;
-  if (values["off-cpu-min"] !== undefined && !offCpu) throw new UsageError("--off-cpu-min needs --off-cpu");
-  const offCpuMinUs = !offCpu
-    ? null
-    : values["off-cpu-min"] === undefined
-    ? DEFAULT_OFF_CPU_MIN_US
-    : parseWholeNumber(values["off-cpu-min"], "--off-cpu-min", { min: 0, max: 3_600_000_000, unit: "µs" });
+  const offCpuMinUs = parseOffCpuMinUs(values["off-cpu"] ?? false, values["off-cpu-min"]);
   let probes: ProbeSpec[];
   try {
     probes = (values.event ?? []).map(parseProbe);
@@ -170,7 +165,7 @@ export function parseRecordArgs(argv: string[]): RecordArgs {
     throw error;
   }
   if (probes.length > MAX_EVENTS) throw new UsageError(`-e: at most ${MAX_EVENTS} events in one recording`);
-  if (probes.length > 0 && offCpu) throw new UsageError("choose one of -e and --off-cpu");
+  if (probes.length > 0 && offCpuMinUs !== null) throw new UsageError("choose one of -e and --off-cpu");
   const output = values.output ?? "profile.pb.gz";
   let format: OutputFormat;
   if (values.format !== undefined) {

@@ -92,6 +92,11 @@ Deno.test("report of an off-CPU pprof gives each time, and folds it in microseco
       /^on-CPU 0\.400 s \(40 samples\), off-CPU 2\.500 s, wall 2\.900 s; functions by CPU samples:$/m,
     );
     assert.match(top.stdout, /^\s*75\.00%\s+30\s+75\.00%\s+30\s+parse_request$/m);
+    // Then where the threads waited: the 2.5 s all in the kernel frame, under serve and main.
+    const waited = top.stdout.slice(top.stdout.indexOf("functions by off-CPU time:\n"));
+    assert.match(waited, /^\s*100\.00%\s+2500\.0\s+100\.00%\s+2500\.0\s+do_syscall_64 \[k\]$/m);
+    assert.match(waited, /^\s*0\.00%\s+0\.0\s+100\.00%\s+2500\.0\s+serve$/m);
+    assert.doesNotMatch(waited, /parse_request/);
     const folded = await runCli(["report", pprof, "--folded"]);
     assert.equal(folded.code, 0, folded.stderr);
     assert.equal(

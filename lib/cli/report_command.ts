@@ -25,7 +25,8 @@ import { readInputFile } from "../sys/input_file.ts";
 const USAGE = `Usage: omniprof report [options] FILE
 
 Prints the N (default 25) functions with the most self samples of a pprof profile (.pb.gz or .pb),
-or converts it.
+or converts it. A profile with off-CPU time (record --off-cpu) gets a second table: the functions
+threads waited in, by off-CPU time.
 
 Options:
   -n, --top N          how many functions to print (default 25)
@@ -131,7 +132,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
     } s, ${profile.samples.length} distinct stacks, ` +
       `${new Set(profile.samples.map((sample) => sample.pid)).size} processes`,
   );
-  // With off-CPU time, a line of each total: the table below counts CPU samples only.
+  // With off-CPU time, a line of each total: the first table counts CPU samples only, a second one
+  // where threads waited.
   const times = timeSummary(profile);
   if (times !== null) console.log(`${times}; functions by CPU samples:`);
   // With several probe events, each one's hits: the table adds them all up.
@@ -140,5 +142,12 @@ export async function reportCommand(argv: string[]): Promise<number> {
     console.log(`${events.join("\n")}\nfunctions by hits of all events:`);
   }
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
+  if (profile.offCpu) {
+    const offCpuNs = profile.samples.reduce((sum, sample) => sum + (sample.offCpuNs ?? 0), 0);
+    console.log("functions by off-CPU time:");
+    console.log(
+      formatTopTable(topFunctions(profile, { limit, value: "offCpu" }), offCpuNs, { unit: "ns" }),
+    );
+  }
   return 0;
 }

@@ -3,8 +3,10 @@
  * in (self: it was the leaf) and how many it was on the stack of (total), like `pprof -top` or
  * `perf report --children`. A recursive function counts once per sample in its total.
  *
- * Only CPU samples count: off-CPU samples (count 0, from `record --off-cpu`) add nothing, so a function
- * seen only while its thread was switched out is not listed, and shares stay shares of CPU samples.
+ * By default only CPU samples count: off-CPU samples (count 0, from `record --off-cpu`) add nothing, so a
+ * function seen only while its thread was switched out is not listed, and shares stay shares of CPU
+ * samples. With `{ value: "offCpu" }` it is the other way round: each stack weighs its off-CPU ns, and
+ * rows say where threads waited.
  *
  * @example
  * ```ts
@@ -24,9 +26,9 @@ export interface TopRow {
   /** Function name as in the profile ("" for frames without one). */
   name: string;
   kind: FrameKind;
-  /** Samples in which this function was the leaf frame. */
+  /** Samples (or off-CPU ns) in which this function was the leaf frame. */
   self: number;
-  /** Samples in which this function was anywhere on the stack (once per sample). */
+  /** Samples (or off-CPU ns) in which this function was anywhere on the stack (once per sample). */
   total: number;
   /** `self` as a percentage of all samples. */
   selfPercent: number;
@@ -38,6 +40,8 @@ export interface TopRow {
 export interface TopOptions {
   /** Keep only the first `limit` rows (default: all). */
   limit?: number;
+  /** What a stack weighs: its CPU samples (the default), or its off-CPU ns. */
+  value?: "cpu" | "offCpu";
 }
 
 /** The number of CPU samples in `profile`: the sum of the positive sample counts. */
@@ -88,9 +92,13 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
   // lastSample[f] = 1 + the last sample that added to total[f]: counts recursion once per sample.
   const lastSample = new Int32Array(n);
   let allSamples = 0;
+  const offCpu = options.value === "offCpu";
   for (let s = 0; s < samples.length; s++) {
-    const { locations: stack, count } = samples[s]!;
-    if (!(count > 0)) continue; // an off-CPU sample: no CPU samples to add
+    const sample = samples[s]!;
+    const stack = sample.locations;
+    // An off-CPU sample has no CPU samples to add (count 0), a CPU sample no off-CPU time.
+    const count = offCpu ? sample.offCpuNs ?? 0 : sample.count;
+    if (!(count > 0)) continue;
     allSamples += count;
     if (stack.length === 0) continue;
     for (let i = 0; i < stack.length; i++) {
@@ -132,7 +140,8 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
 
 /**
  * Formats rows as an aligned text table with the columns self%, self, total%, total and function, one row
- * per line, each line ending in a newline. Percentages are of `totalSamples`. Kernel functions are marked
+ * per line, each line ending in a newline. Percentages are of `totalSamples`; with `{ unit: "ns" }` (rows
+ * of off-CPU time) the amounts are ns, shown as ms. Kernel functions are marked
  * `[k]`, those of interpreters and JITs with their kind (the runtime's name in brackets); native ones are
  * unmarked.
  *
@@ -146,15 +155,23 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
  * // 30.00%     3  90.00%      9  do_syscall_64 [k]
  * ```
  */
-export function formatTopTable(rows: readonly TopRow[], totalSamples: number): string {
-  const header = ["self%", "self", "total%", "total", "function"];
+export function formatTopTable(
+  rows: readonly TopRow[],
+  totalSamples: number,
+  options: { unit?: "samples" | "ns" } = {},
+): string {
+  const ns = options.unit === "ns";
+  const header = ns
+    ? ["self%", "self ms", "total%", "total ms", "function"]
+    : ["self%", "self", "total%", "total", "function"];
+  const value = (amount: number) => ns ? (amount / 1e6).toFixed(1) : String(amount);
   const cells: string[][] = [header];
   for (const row of rows) {
     cells.push([
       `${percent(row.self, totalSamples).toFixed(2)}%`,
-      String(row.self),
+      value(row.self),
       `${percent(row.total, totalSamples).toFixed(2)}%`,
-      String(row.total),
+      value(row.total),
       displayName(row.name, row.kind),
     ]);
   }

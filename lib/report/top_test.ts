@@ -154,6 +154,29 @@ Deno.test("topFunctions() counts CPU samples only: off-CPU samples (count 0) add
   assert.equal(formatTopTable(topFunctions(asleep), 0), "self%  self  total%  total  function\n");
 });
 
+Deno.test('topFunctions({ value: "offCpu" }) weighs stacks by their off-CPU time, leaving CPU samples out', () => {
+  const offCpu: Profile = {
+    ...profile([
+      { locations: [1, 0], count: 2, pid: 1, tid: 1, comm: "a" },
+      { locations: [3, 4, 0], count: 0, offCpuNs: 3e9, pid: 1, tid: 2, comm: "a" },
+      { locations: [3, 4, 1, 0], count: 0, offCpuNs: 1e9, pid: 1, tid: 2, comm: "a" },
+    ]),
+    offCpu: true,
+  };
+  const rows = topFunctions(offCpu, { value: "offCpu" });
+  assert.deepEqual(rows, [
+    { name: "do_syscall_64", kind: "kernel", self: 4e9, total: 4e9, selfPercent: 100, totalPercent: 100 },
+    { name: "main", kind: "native", self: 0, total: 4e9, selfPercent: 0, totalPercent: 100 },
+    { name: "write", kind: "native", self: 0, total: 4e9, selfPercent: 0, totalPercent: 100 },
+    { name: "fib", kind: "native", self: 0, total: 1e9, selfPercent: 0, totalPercent: 25 },
+  ]);
+  assert.equal(
+    formatTopTable(rows.slice(0, 1), 4e9, { unit: "ns" }),
+    "  self%  self ms   total%  total ms  function\n" +
+      "100.00%   4000.0  100.00%    4000.0  do_syscall_64 [k]\n",
+  );
+});
+
 /** A probe-event profile: `hits` of handle under main, and one hit of another event in main. */
 function eventsProfile(hits: number): Profile {
   return {

@@ -136,8 +136,17 @@ static __always_inline void off_cpu_keep(struct trace *trace)
     if (!bpf_map_update_elem(&off_cpu_stack_ids, &hash, &pending, BPF_NOEXIST))
       trace->hdr.off_cpu_stack = hash;
   }
-  if (wait.stack == OFF_CPU_NO_ID && bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
-    goto full;
+  if (wait.stack == OFF_CPU_NO_ID) {
+    // A trace still kept here is of a wait whose end was never seen (the session's first switch-in):
+    // if it asked for an id, that request is withdrawn with it, so that a later wait can ask again.
+    struct off_cpu_trace *old = bpf_map_lookup_elem(&off_cpu_traces, &tid);
+    if (old && old->hdr.off_cpu_stack) {
+      __u64 requested = old->hdr.off_cpu_stack;
+      bpf_map_delete_elem(&off_cpu_stack_ids, &requested);
+    }
+    if (bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
+      goto full;
+  }
   if (bpf_map_update_elem(&off_cpu_waits, &tid, &wait, BPF_ANY))
     goto full;
   return;

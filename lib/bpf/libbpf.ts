@@ -13,6 +13,7 @@
  */
 import { getLogger } from "../log/logger.ts";
 import { cString, libc } from "../sys/libc.ts";
+import { lazySymbols } from "../sys/lazy_symbols.ts";
 
 const symbols = {
   bpf_object__open_mem: { parameters: ["buffer", "usize", "pointer"], result: "pointer" },
@@ -153,9 +154,9 @@ export function libbpfPath(): string {
 export function libbpf(): Libbpf {
   if (loaded) return loaded;
   const path = libbpfPath();
-  let lib: Deno.DynamicLibrary<typeof symbols>;
+  let lib: Deno.DynamicLibrary<Record<never, never>>;
   try {
-    lib = Deno.dlopen(path, symbols);
+    lib = Deno.dlopen(path, {});
   } catch (error) {
     throw new LibbpfMissingError(path, error);
   }
@@ -163,11 +164,21 @@ export function libbpf(): Libbpf {
   // functions) can still be waiting in the kernel when the JS that opened the library ends and closes it,
   // as a test module's worker does, and would return into unmapped code (seen: SIGSEGV after the last
   // test of a file, one run in three).
-  if (libc().fn.dlopen(cString(path), RTLD_NOW | RTLD_NODELETE) === null) {
+  const handle = libc().fn.dlopen(cString(path), RTLD_NOW | RTLD_NODELETE);
+  if (handle === null) {
     lib.close();
     throw new LibbpfMissingError(path, new Error("dlopen with RTLD_NODELETE failed"));
   }
-  const fn = lib.symbols;
+  // Functions are bound on first use (lazy_symbols.ts), so a library without one of them is refused here,
+  // as binding them all at once would.
+  for (const [key, symbol] of Object.entries(symbols)) {
+    const name = "name" in symbol ? symbol.name : key;
+    if (libc().fn.dlsym(handle, cString(name)) === null) {
+      lib.close();
+      throw new LibbpfMissingError(path, new Error(`${path}: undefined symbol: ${name}`));
+    }
+  }
+  const fn = lazySymbols(path, symbols);
   const logger = getLogger(["omniprof", "libbpf"]);
   let capture: string[] | null = null;
   // libbpf prints a whole verifier log in one call, and the verifier's complaint is at its end: the buffer

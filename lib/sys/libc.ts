@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { lazySymbols } from "./lazy_symbols.ts";
 
 const symbols = {
   // glibc's syscall() is variadic, but on x86-64 integer arguments travel in the same registers either
@@ -20,6 +21,7 @@ const symbols = {
   syscall: { parameters: ["i64", "buffer", "i64", "i64", "i64", "i64"], result: "i64" },
   ioctl: { parameters: ["i32", "u64", "u64"], result: "i32" },
   dlopen: { parameters: ["buffer", "i32"], result: "pointer" },
+  dlsym: { parameters: ["pointer", "buffer"], result: "pointer" },
   mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
   // openat2(2) has no glibc wrapper: the same variadic syscall() with the argument kinds it takes.
@@ -94,16 +96,16 @@ export interface Libc {
 
 let loaded: Libc | undefined;
 
-/** Opens the C library once and returns it. */
+/** Opens the C library once and returns it; each function is bound on first use (lazy_symbols.ts). */
 export function libc(): Libc {
   if (loaded) return loaded;
-  const lib = Deno.dlopen("libc.so.6", symbols);
-  const errnoPointer = lib.symbols.__errno_location();
+  const fn = lazySymbols("libc.so.6", symbols);
+  const errnoPointer = fn.__errno_location();
   if (errnoPointer === null) throw new Error("Cannot locate errno: __errno_location returned NULL");
   const errnoView = new Deno.UnsafePointerView(errnoPointer);
   loaded = {
-    fn: lib.symbols,
-    pageSize: Number(lib.symbols.sysconf(SC_PAGESIZE)),
+    fn,
+    pageSize: Number(fn.sysconf(SC_PAGESIZE)),
     errno: () => errnoView.getInt32(),
   };
   return loaded;

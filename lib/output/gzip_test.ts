@@ -14,3 +14,15 @@ Deno.test("gzip() output is gzip that node:zlib decompresses to the input", asyn
   // Repetitive input shrinks: it is compressed, not only framed.
   assert.ok((await gzip(inputs[1]!)).length < inputs[1]!.length / 20);
 });
+
+Deno.test("gzip() writes the very bytes of a Blob's stream piped through CompressionStream", async () => {
+  const piped = async (data: Uint8Array<ArrayBuffer>) =>
+    new Uint8Array(
+      await new Response(new Blob([data]).stream().pipeThrough(new CompressionStream("gzip"))).arrayBuffer(),
+    );
+  // Empty (a Blob streams no chunk at all), small, and over a Blob's 64 KiB chunks.
+  const text = new TextEncoder().encode("omniprof ".repeat(30_000));
+  for (const input of [new Uint8Array(0), text.subarray(0, 100), text]) {
+    assert.deepEqual(await gzip(input), await piped(input));
+  }
+});

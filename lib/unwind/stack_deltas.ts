@@ -146,15 +146,57 @@ function bucketFor(count: number): number {
   return bucket;
 }
 
-/** Builds the deltas of one file from its unwind table. */
+/**
+ * Builds the deltas of one file from its unwind table.
+ *
+ * Each pass over the rows is a function of its own, without closures: a session runs this on a few
+ * files, and V8 compiles each loop by on-stack replacement while it runs. Compiled that way, a loop
+ * followed by code that has not run yet is thrown away when that code is reached (no type feedback), and
+ * a closure made anew for each file is a new call target for the compiled caller: both were
+ * deoptimizations, and recompilations, in every session (`--v8-flags=--trace-deopt`).
+ */
 export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistry): StackDeltaFile {
+  const entries = new DeltaEntries(table.length);
+  const droppedRules = collectEntries(table, registry, entries);
+  const pages = new PageRows(entries.length);
+  spreadOverPages(entries, pages);
+  const count = pages.count;
+  const pageCount = new Uint16Array(pages.first.length);
+  for (let k = 0; k < pageCount.length; k++) {
+    pageCount[k] = (k + 1 < pageCount.length ? pages.first[k + 1]! : count) - pages.first[k]!;
+  }
+  return {
+    deltas: pages.deltas.subarray(0, count * 2),
+    count,
+    pages: Float64Array.from(pages.numbers),
+    pageFirst: Uint32Array.from(pages.first),
+    pageCount,
+    bucket: bucketFor(count),
+    droppedRules,
+  };
+}
+
+/** A file's rows as (address, unwind_info) entries, with the rule in force at each entry's end. */
+class DeltaEntries {
+  length = 0;
+  readonly addresses: Float64Array;
+  readonly infos: Uint16Array;
+  /** Differs from the info only for merged entries; it opens the following pages when the entry runs on. */
+  readonly tails: Uint16Array;
+
+  constructor(capacity: number) {
+    this.addresses = new Float64Array(capacity);
+    this.infos = new Uint16Array(capacity);
+    this.tails = new Uint16Array(capacity);
+  }
+}
+
+/** Pass 1: rows -> entries, with merges; at most one entry per row. Returns the rules dropped. */
+function collectEntries(table: UnwindTable, registry: UnwindInfoRegistry, out: DeltaEntries): number {
   const { addresses, cfaRules, cfaOffsets, fpRules, fpOffsets, length } = table;
-  // Pass 1: rows -> (address, unwind_info), with merges. At most one entry per row.
-  const entryAddresses = new Float64Array(length);
-  const entryInfos = new Uint16Array(length);
-  // The rule in force at the end of an entry: differs from its info only for merged entries, and is
-  // what opens the following pages when the entry runs past its own.
-  const tailInfos = new Uint16Array(length);
+  const entryAddresses = out.addresses;
+  const entryInfos = out.infos;
+  const tailInfos = out.tails;
   let entries = 0;
   let droppedRules = 0;
   for (let i = 0; i < length; i++) {
@@ -217,50 +259,63 @@ export function buildStackDeltas(table: UnwindTable, registry: UnwindInfoRegistr
     tailInfos[entries] = tail;
     entries++;
   }
+  out.length = entries;
+  return droppedRules;
+}
 
-  // Pass 2: spread entries over pages; each page starts with the rule in force at its first byte.
-  let capacity = Math.max(16, entries * 2);
-  let deltas = new Uint16Array(capacity * 2);
+/** The rows of a file grouped by page, as pass 2 writes them. */
+class PageRows {
+  count = 0;
+  /** Pairs (addr_low, unwind_info); grows by doubling. */
+  deltas: Uint16Array;
+  /** Each page's number and first row, in order: a page holds the rows up to the next page's first. */
+  readonly numbers: number[] = [];
+  readonly first: number[] = [];
+
+  constructor(entries: number) {
+    this.deltas = new Uint16Array(Math.max(16, entries * 2) * 2);
+  }
+}
+
+/** Pass 2: spreads entries over pages; each page starts with the rule in force at its first byte. */
+function spreadOverPages(entries: DeltaEntries, out: PageRows): void {
+  const { addresses, infos, tails, length } = entries;
+  let deltas = out.deltas;
   let count = 0;
-  const pageNumbers: number[] = [];
-  const pageFirsts: number[] = [];
-  const pageCounts: number[] = [];
-  const push = (page: number, low: number, info: number) => {
-    if (pageNumbers.length === 0 || pageNumbers[pageNumbers.length - 1] !== page) {
-      pageNumbers.push(page);
-      pageFirsts.push(count);
-      pageCounts.push(0);
-    }
-    if (count === capacity) {
-      capacity *= 2;
-      const grown = new Uint16Array(capacity * 2);
+  let currentPage = -1;
+  for (let e = 0; e < length; e++) {
+    const start = addresses[e]!;
+    const firstPage = Math.floor(start / PAGE_SIZE);
+    const tail = tails[e]!;
+    // A rule that runs into later pages opens each of them.
+    const lastPage = tail === INVALID || e + 1 >= length
+      ? firstPage
+      : Math.floor((addresses[e + 1]! - 1) / PAGE_SIZE);
+    const needed = count + 1 + Math.max(0, lastPage - firstPage);
+    if (2 * needed > deltas.length) {
+      const grown = new Uint16Array(2 * Math.max(deltas.length, needed));
       grown.set(deltas);
       deltas = grown;
     }
-    deltas[2 * count] = low;
-    deltas[2 * count + 1] = info;
+    if (firstPage !== currentPage) {
+      currentPage = firstPage;
+      out.numbers.push(firstPage);
+      out.first.push(count);
+    }
+    deltas[2 * count] = start - firstPage * PAGE_SIZE;
+    deltas[2 * count + 1] = infos[e]!;
     count++;
-    pageCounts[pageCounts.length - 1]!++;
-  };
-  for (let e = 0; e < entries; e++) {
-    const start = entryAddresses[e]!;
-    const firstPage = Math.floor(start / PAGE_SIZE);
-    push(firstPage, start - firstPage * PAGE_SIZE, entryInfos[e]!);
-    const tail = tailInfos[e]!;
-    if (tail === INVALID || e + 1 >= entries) continue;
-    // A rule that runs into later pages opens each of them.
-    const lastPage = Math.floor((entryAddresses[e + 1]! - 1) / PAGE_SIZE);
-    for (let page = firstPage + 1; page <= lastPage; page++) push(page, 0, tail);
+    for (let page = firstPage + 1; page <= lastPage; page++) {
+      currentPage = page;
+      out.numbers.push(page);
+      out.first.push(count);
+      deltas[2 * count] = 0;
+      deltas[2 * count + 1] = tail;
+      count++;
+    }
   }
-  return {
-    deltas: deltas.subarray(0, count * 2),
-    count,
-    pages: Float64Array.from(pageNumbers),
-    pageFirst: Uint32Array.from(pageFirsts),
-    pageCount: Uint16Array.from(pageCounts),
-    bucket: bucketFor(count),
-    droppedRules,
-  };
+  out.deltas = deltas;
+  out.count = count;
 }
 
 /**

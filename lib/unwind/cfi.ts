@@ -156,9 +156,30 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
   /** CIE offset -> index in `cies`, or -1 for a CIE that did not parse. */
   const cieAt = new Map<number, number>();
   const pending = new GrowableFdes(Math.min(1 << 16, (bytes.length >>> 5) + 16));
-  const end = bytes.length;
-  let pos = 0;
+  // Two loops, each in a function of its own: V8 compiles a long loop while it runs (on-stack
+  // replacement), and the code after a loop compiled so has no type feedback yet, which deoptimized the
+  // whole function when the second loop started (`--v8-flags=--trace-deopt`): every session then ran it
+  // in the interpreter until it was compiled again.
+  walkEntries(section, reader, cies, cieAt, pending, skips);
+  const fdes = new GrowableFdes(pending.length);
+  decodeFdes(section, reader, cies, cieAt, pending, fdes, skips);
+  return { section, cies, fdes: fdes.columns() };
+}
 
+/**
+ * The first loop of {@linkcode indexCfi}: parses every CIE (into `cies` and `cieAt`) and records where
+ * each FDE's body is (into `pending`).
+ */
+function walkEntries(
+  section: CfiSection,
+  reader: DwarfReader,
+  cies: Cie[],
+  cieAt: Map<number, number>,
+  pending: GrowableFdes,
+  skips: SkipCounter,
+): void {
+  const end = section.bytes.length;
+  let pos = 0;
   const entry = new EntryHeader();
   // Each iteration moves `pos` forward by at least 4 bytes (or ends the walk), so it ends.
   while (end - pos >= 4) {
@@ -191,8 +212,19 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
     }
     pending.push(entryOffset, reader.pos, entry.entryEnd, entry.cieOffset);
   }
+}
 
-  const fdes = new GrowableFdes(pending.length);
+/** The second loop of {@linkcode indexCfi}: decodes each pending FDE's range with its CIE into `fdes`. */
+function decodeFdes(
+  section: CfiSection,
+  reader: DwarfReader,
+  cies: Cie[],
+  cieAt: Map<number, number>,
+  pending: GrowableFdes,
+  fdes: GrowableFdes,
+  skips: SkipCounter,
+): void {
+  const bytes = section.bytes;
   const range = { start: 0, end: 0 };
   for (let i = 0; i < pending.length; i++) {
     const cieIndex = cieAt.get(pending.cieOffset[i]!);
@@ -209,7 +241,6 @@ export function indexCfi(section: CfiSection, skips: SkipCounter): CfiIndex {
     if (!decodeFdeRange(reader, section, cie, skips, range)) continue;
     fdes.pushFde(range.start, range.end, reader.pos, pending.entryEnd[i]!, cieIndex, pending.entryOffset[i]!);
   }
-  return { section, cies, fdes: fdes.columns() };
 }
 
 /**

@@ -314,10 +314,7 @@ export class UnwindTableIndex {
     this.#full = withFileName(this.#name, () => {
       const indexes = this.#sections.map((section) => indexCfi(section, skips));
       const order = chooseFdes(indexes, this.#executable, skips);
-      const ends = new Float64Array(order.length);
-      for (let k = 0; k < order.length; k++) {
-        ends[k] = indexes[order.sections[k]!]!.fdes.ends[order.fdes[k]!]!;
-      }
+      const ends = endsOf(indexes, order);
       return { indexes, order, ends, initialStates: indexes.map((index) => new Array(index.cies.length)) };
     });
     return this.#full;
@@ -336,6 +333,19 @@ export class UnwindTableIndex {
       return builder.finish();
     });
   }
+}
+
+/**
+ * The end address of each FDE of `order`. A loop over every FDE of the file, in a function of its own:
+ * V8 compiles it by on-stack replacement, and in the function that builds the index, the code after it
+ * (not run yet) deoptimized that compiled code in every session.
+ */
+function endsOf(indexes: CfiIndex[], order: FdeOrder): Float64Array {
+  const ends = new Float64Array(order.length);
+  for (let k = 0; k < order.length; k++) {
+    ends[k] = indexes[order.sections[k]!]!.fdes.ends[order.fdes[k]!]!;
+  }
+  return ends;
 }
 
 /**

@@ -120,12 +120,7 @@ export class StackDeltaMaps {
     new DataView(value.buffer).setUint32(0, inner, true);
     let stored: Promise<void>;
     try {
-      // The kernel lays array elements out 8-byte aligned, and so does the mapping.
-      const packed = new Uint32Array(deltas.count * (ARRAY_ELEMENT_SIZE / 4));
-      const rows = new Uint32Array(deltas.deltas.buffer, deltas.deltas.byteOffset, deltas.count);
-      const stride = ARRAY_ELEMENT_SIZE / 4;
-      for (let i = 0; i < deltas.count; i++) packed[stride * i] = rows[i]!;
-      writeMmapableArray(inner, new Uint8Array(packed.buffer), size * ARRAY_ELEMENT_SIZE);
+      writeMmapableArray(inner, new Uint8Array(arrayElements(deltas).buffer), size * ARRAY_ELEMENT_SIZE);
       stored = this.#write(rowsId, (key) => outer.updateOffThread(key, value));
     } catch (error) {
       libc().fn.close(inner);
@@ -249,6 +244,19 @@ export class StackDeltaMaps {
     done.then(forget, forget);
     return done;
   }
+}
+
+/**
+ * The rows of `deltas` laid out as the kernel lays out array elements, 8-byte aligned (as the mapping
+ * is). A loop over every row of a file, in a function of its own: in load(), V8 compiled all of that
+ * function by on-stack replacement for it, in every session that loads libc.
+ */
+function arrayElements(deltas: StackDeltaFile): Uint32Array {
+  const stride = ARRAY_ELEMENT_SIZE / 4;
+  const packed = new Uint32Array(deltas.count * stride);
+  const rows = new Uint32Array(deltas.deltas.buffer, deltas.deltas.byteOffset, deltas.count);
+  for (let i = 0; i < deltas.count; i++) packed[stride * i] = rows[i]!;
+  return packed;
 }
 
 /** The kernel rounds array elements up to 8 bytes. */

@@ -1,8 +1,7 @@
 // Entry point of every sample: a cpu-clock perf event fires on each CPU, this program records who was
 // running and the kernel stack, finds the user registers, and hands over to the native unwinder. The
 // stop program at the end of the tail-call chain sends the trace to the host. With off-CPU time, the same
-// unwinders serve each switch-out of a thread in scope (off_cpu.bpf.c), and the stop program keeps that
-// trace for the switch-in.
+// happens at each switch-out of a thread in scope, and the stop program keeps the trace for the switch-in.
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
@@ -30,6 +29,24 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
   }
   metric_increment(METRIC_SAMPLES);
   return trace_begin(ctx, (struct pt_regs *)&ctx->regs, id, TRACE_ORIGIN_SAMPLING);
+}
+
+// A thread is switched out (the kernel's context-switches software event, counted at every switch, fires
+// in the thread that leaves the CPU, before the switch): its stack now is the stack it waits in, user
+// part included, which nothing can read once another process runs. It is unwound here like a sample; the
+// stop program keeps the trace in off_cpu_traces until off_cpu.bpf.c sees the thread come back.
+SEC("perf_event")
+int off_cpu_switch_out(struct bpf_perf_event_data *ctx)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 pid = id >> 32;
+  if (pid == 0 || pid == tracer_config.self_pid || filtered_out(pid))
+    return 0;
+  // An exiting thread's last switch: it never comes back.
+  if (kernel_read_u32(bpf_get_current_task(), tracer_config.kernel.task_flags) & PF_EXITING)
+    return 0;
+  metric_increment(METRIC_OFF_CPU_SWITCHES);
+  return trace_begin(ctx, (struct pt_regs *)&ctx->regs, id, TRACE_ORIGIN_OFF_CPU);
 }
 
 // The end of every tail-call chain: sends the finished trace.

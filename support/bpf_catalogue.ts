@@ -164,7 +164,8 @@ export function isBpfMapName(name: string): name is BpfMapName {
 /** Every program of the BPF object, with the ELF section that gives its type and attach point. */
 export const BPF_PROGRAMS = {
   name_kernel_addresses: { section: "syscall", type: BpfProgramType.Syscall },
-  off_cpu_switch: { section: "raw_tp/sched_switch", type: BpfProgramType.RawTracepoint },
+  off_cpu_switch_in: { section: "raw_tp/sched_switch", type: BpfProgramType.RawTracepoint },
+  off_cpu_switch_out: { section: "perf_event", type: BpfProgramType.PerfEvent },
   on_process_exec: { section: "raw_tp/sched_process_exec", type: BpfProgramType.RawTracepoint },
   on_process_exit: { section: "raw_tp/sched_process_exit", type: BpfProgramType.RawTracepoint },
   on_process_fork: { section: "raw_tp/sched_process_fork", type: BpfProgramType.RawTracepoint },

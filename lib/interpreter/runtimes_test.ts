@@ -27,8 +27,8 @@ Deno.test("the runtime list fills distinct slots of the table with programs of t
   }
 });
 
-/** The programs that begin traces on perf events: CPU samples. */
-const PERF_EVENT_ENTRIES: readonly BpfProgramName[] = [ENTRY];
+/** The programs that begin traces on perf events: CPU samples, and switch-outs for off-CPU time. */
+const PERF_EVENT_ENTRIES: readonly BpfProgramName[] = [ENTRY, "off_cpu_switch_out"];
 
 Deno.test("every program of the sampler's type begins traces or is in the table (none is left unreachable)", () => {
   const listed = new Set<string>(unwindPrograms(runtimeUnwinders(RUNTIMES)).map(({ program }) => program));

@@ -1,7 +1,8 @@
 /**
  * perf_event_open for the events that drive sampling: the cpu-clock software event, one per CPU, which
  * fires every `periodNs` of CPU time on that CPU whatever runs there (hardware counters are not needed,
- * so this works in VMs without a PMU).
+ * so this works in VMs without a PMU); and, for off-CPU time, the context-switches software event, which
+ * fires in each thread as it leaves the CPU.
  *
  * @example
  * ```ts ignore
@@ -17,11 +18,30 @@ const SYS_PERF_EVENT_OPEN = 298; // x86-64
 /** perf_event_attr.type of the kernel's software events. */
 export const PERF_TYPE_SOFTWARE = 1;
 const PERF_COUNT_SW_CPU_CLOCK = 0;
+const PERF_COUNT_SW_CONTEXT_SWITCHES = 3;
 const PERF_FLAG_FD_CLOEXEC = 8;
 // perf_event_attr is a kernel ABI struct; PERF_ATTR_SIZE_VER5 (112 bytes) holds every field used here
 // and every supported kernel accepts it.
 const ATTR_SIZE = 112;
 const ATTR_FLAG_DISABLED = 1n; // bit 0 of the flags word at offset 40
+
+/**
+ * Opens a context-switches event on `cpu` for all processes that fires at every switch, disabled;
+ * attaching a BPF program enables it. The program runs in the thread being switched out, before the
+ * switch, with the kernel's registers at that point.
+ */
+export function openContextSwitches(cpu: number): number {
+  const attr = new Uint8Array(ATTR_SIZE);
+  const view = new DataView(attr.buffer);
+  view.setUint32(0, PERF_TYPE_SOFTWARE, true);
+  view.setUint32(4, ATTR_SIZE, true);
+  view.setBigUint64(8, BigInt(PERF_COUNT_SW_CONTEXT_SWITCHES), true);
+  view.setBigUint64(16, 1n, true);
+  view.setBigUint64(40, ATTR_FLAG_DISABLED, true);
+  const fd = openSystemWideEvent(attr, cpu);
+  if (fd < 0) throw new SystemError(`open a context-switches perf event on CPU ${cpu}`, -fd);
+  return fd;
+}
 
 /**
  * Opens a cpu-clock sampling event on `cpu` for all processes, disabled; attaching a BPF program

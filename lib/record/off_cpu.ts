@@ -1,7 +1,7 @@
 /**
  * Off-CPU time, the host's part: how many switched-out threads BPF keeps room for, and the waits still
  * going on when a recording stops. BPF unwinds a thread in scope each time it is switched out
- * (`off_cpu_switch`, bpf/off_cpu.bpf.c) and keeps, by thread id, when and in which stack
+ * (`off_cpu_switch_out`, bpf/tracer.bpf.c) and keeps, by thread id, when and in which stack
  * (`off_cpu_waits`); when the thread is switched back in (bpf/off_cpu.bpf.c) the wait is added to its
  * stack's total in the kernel (lib/record/off_cpu_stacks.ts), or, for a stack without an id yet, the whole
  * trace kept in `off_cpu_traces` goes to the ring buffer with how long the thread was away, if that is at

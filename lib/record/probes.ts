@@ -1,10 +1,10 @@
 /**
  * Stacks at probes (`record -e`), the loader: the probes' entry programs (bpf/probe.bpf.c) are of the
  * kprobe type (uprobes, uretprobes, kprobes) or the tracepoint type, and a tail call only reaches a
- * program of the caller's own type. So each type the session's probes need gets the unwinders loaded as
- * that type ({@linkcode UnwinderFlavour}): a trace begun at a probe goes through the same unwinders, maps
- * and stop program as a sample. Each probe gets its own entry program (`probe_kprobe_3` is probe 3),
- * whose traces carry its index.
+ * program of the caller's own type. So for each type the session's probes need, the BPF object is opened
+ * again on the tracer's maps, with a `progs` table of its own, and the unwinders are loaded into it as
+ * that type: a trace begun at a probe goes through the same unwinders, maps and stop program as a sample.
+ * Each probe gets its own entry program (`probe_kprobe_3` is probe 3), whose traces carry its index.
  *
  * @example
  * ```ts ignore
@@ -18,8 +18,7 @@
 import type { BpfObject } from "../bpf/object.ts";
 import type { BpfLink } from "../bpf/program.ts";
 import { BpfProgramType } from "../bpf/uapi.ts";
-import type { Unwinder, UnwindProgramTable } from "../bpf/unwind_programs.ts";
-import { UnwinderFlavour } from "./unwinder_flavour.ts";
+import { type Unwinder, UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import type { ResolvedProbe } from "../probe/probe_spec.ts";
 import { BPF_PROGRAMS, type BpfProgramName } from "../../support/bpf_catalogue.ts";
 import { Limits } from "../../support/types.ts";
@@ -36,7 +35,8 @@ const FLAVOURS = [
 
 interface Flavour {
   prefix: string;
-  loaded: UnwinderFlavour;
+  object: BpfObject;
+  table: UnwindProgramTable;
 }
 
 /** The loaded probes of a session. */
@@ -73,12 +73,29 @@ export class ProbeSet {
           (flavour.kinds as readonly string[]).includes(probe.kind) ? [index] : []
         );
         if (indices.length === 0) continue;
-        const entries = indices.map((index) => entryProgram(flavour.prefix, index));
-        const loaded = UnwinderFlavour.load(tracer, flavour.type, entries, runtimeUnwinders, options);
-        flavours.push({ prefix: flavour.prefix, loaded });
+        const object = tracer.openSharingMaps({ except: ["progs"] });
+        try {
+          for (const name of Object.keys(BPF_PROGRAMS) as BpfProgramName[]) {
+            object.program(name).setAutoload(false);
+          }
+          const table = new UnwindProgramTable(object, runtimeUnwinders, {
+            lazy: options.lazy,
+            programType: flavour.type,
+          });
+          for (const index of indices) object.program(entryProgram(flavour.prefix, index)).setAutoload(true);
+          object.load();
+          table.fillLoaded();
+          flavours.push({ prefix: flavour.prefix, object, table });
+        } catch (error) {
+          object.close();
+          throw error;
+        }
       }
     } catch (error) {
-      for (const { loaded } of flavours) loaded.close();
+      for (const { table, object } of flavours) {
+        table.close();
+        object.close();
+      }
       throw error;
     }
     return new ProbeSet(probes, flavours);
@@ -86,7 +103,7 @@ export class ProbeSet {
 
   /** The unwinder tables of the probes' types: a runtime's program goes into each when first needed. */
   get tables(): readonly UnwindProgramTable[] {
-    return this.#flavours.map((flavour) => flavour.loaded.table);
+    return this.#flavours.map((flavour) => flavour.table);
   }
 
   /**
@@ -122,14 +139,17 @@ export class ProbeSet {
   /** Detaches and unloads. Safe to call twice. */
   close(): void {
     this.detach();
-    for (const { loaded } of this.#flavours) loaded.close();
+    for (const { table, object } of this.#flavours) {
+      table.close();
+      object.close();
+    }
     this.#flavours = [];
   }
 
   #program(prefix: string, index: number) {
     const flavour = this.#flavours.find((candidate) => candidate.prefix === prefix);
     if (flavour === undefined) throw new Error(`Cannot attach probe ${index}: no ${prefix} programs loaded`);
-    return flavour.loaded.program(entryProgram(prefix, index));
+    return flavour.object.program(entryProgram(prefix, index));
   }
 }
 

@@ -29,13 +29,6 @@ import type { Address, FileOffset, KernelAddress } from "../types.ts";
 import type { Stack, StackFrame } from "./stack_table.ts";
 import { delay } from "../sys/timer.ts";
 
-/**
- * Kernel frames of BPF and tracepoint plumbing: a BPF program (`bpf_prog_TAG_NAME [bpf]`) and what runs it
- * from a tracepoint (`bpf_trace_run4`, `__bpf_trace_sched_switch`, `__traceiter_sched_switch`).
- */
-const TRACING_FRAME =
-  /^(?:bpf_prog_[0-9a-f]+_\w+(?: \[bpf\])?|bpf_trace_run\d+|__bpf_trace_\w+|__traceiter_\w+)$/;
-
 /** Session facts that go into the profile as they are. */
 export interface ProfileInfo {
   startTimeNs: number;
@@ -161,16 +154,8 @@ class Builder {
         this.#perfMaps.countFrames(source, stack.count);
       }
     }
-    let locations = perFrame.flat();
-    if (stack.offCpu) {
-      // Taken in the sched_switch raw tracepoint's program: its own frame and the tracing code that ran
-      // it are not where the thread waits.
-      let leaf = 0;
-      while (leaf < locations.length && this.#isTracingFrame(locations[leaf]!)) leaf++;
-      if (leaf > 0) locations = locations.slice(leaf);
-    }
     return {
-      locations,
+      locations: perFrame.flat(),
       // An off-CPU stack's count is its number of waits: its weight is the time.
       count: stack.offCpu ? 0 : stack.count,
       ...(stack.offCpu ? { offCpuNs: stack.offCpuNs } : {}),
@@ -295,12 +280,6 @@ class Builder {
       });
     }
     return index;
-  }
-
-  /** Whether location `index` is a BPF program or the kernel code that runs one at a tracepoint. */
-  #isTracingFrame(index: number): boolean {
-    const location = this.locations[index]!;
-    return location.kind === "kernel" && TRACING_FRAME.test(location.functionName);
   }
 
   #kernelLocation(address: KernelAddress): ProfileLocation {

@@ -23,12 +23,10 @@ import { type RecordSink, RingBufferReader } from "../bpf/ring_buffer.ts";
 import { RingBufferWaiter } from "../bpf/ring_buffer_waiter.ts";
 import { UnwindProgramTable } from "../bpf/unwind_programs.ts";
 import { RUNTIMES, runtimeUnwinders } from "../interpreter/runtimes.ts";
-import { closePerfEvent, openCpuClock } from "../perf/perf_event.ts";
+import { closePerfEvent, openContextSwitches, openCpuClock } from "../perf/perf_event.ts";
 import { drainSwitchedOut, offCpuCapacity, type OffCpuOptions } from "./off_cpu.ts";
 import { OffCpuStacks, type OffCpuWaitSink } from "./off_cpu_stacks.ts";
 import { ProbeSet } from "./probes.ts";
-import { UnwinderFlavour } from "./unwinder_flavour.ts";
-import { BpfProgramType } from "../bpf/uapi.ts";
 import { openTracerObject } from "./tracer_object.ts";
 import type { ResolvedProbe } from "../probe/probe_spec.ts";
 import { monotonicNs } from "../sys/monotonic_clock.ts";
@@ -107,8 +105,8 @@ export type SharedMetricName = Exclude<keyof typeof MetricId, "Count" | "Runtime
  */
 export type TracerMetrics = Record<SharedMetricName, number> & { readonly [runtimeCounter: string]: number };
 
-/** The off-CPU program: a raw tracepoint, with the unwinders loaded again as its type. */
-const OFF_CPU_PROGRAM = "off_cpu_switch";
+/** The programs of off-CPU time, loaded only when it is recorded. */
+const OFF_CPU_PROGRAMS = ["off_cpu_switch_out", "off_cpu_switch_in"] as const;
 
 /** The largest trace record without a stack copy: every frame and every label. */
 const MAX_TRACE_RECORD = traceLayout.copy_room.offset;
@@ -149,8 +147,6 @@ export class Tracer {
   #stoppedAtNs: number | null = null;
   /** The session's probes, loaded; null when it samples CPUs. */
   #probes: ProbeSet | null = null;
-  /** With off-CPU time, its program and the unwinders as its type. */
-  #offCpu: UnwinderFlavour | null = null;
   #kernelNames: BpfKernelNames | null = null;
   #offCpuStacks: OffCpuStacks | null = null;
   #object: BpfObject;
@@ -233,26 +229,22 @@ export class Tracer {
         const threads = offCpuCapacity(options.pids ?? [], wholeSystem);
         object.map("off_cpu_waits").setMaxEntries(threads);
         object.map("off_cpu_traces").setMaxEntries(threads);
+      } else {
+        for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
       }
       allocateOnDemand(object);
       const namesKernel = kernelNamesSupported();
       if (!namesKernel) object.program(KERNEL_NAMES_PROGRAM).setAutoload(false);
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
-      unwinders.fillLoaded();
       if (options.offCpu) {
         tracer.#offCpuStacks = new OffCpuStacks(
           object.map("off_cpu_stack_ids"),
           object.map("off_cpu_totals").fd,
         );
-        tracer.#offCpu = UnwinderFlavour.load(
-          object,
-          BpfProgramType.RawTracepoint,
-          [OFF_CPU_PROGRAM],
-          runtimeUnwinders(RUNTIMES),
-          { lazy: !options.allUnwinders },
-        );
       }
+
+      unwinders.fillLoaded();
       if (probes !== null) {
         tracer.#probes = ProbeSet.load(object, probes, runtimeUnwinders(RUNTIMES), {
           lazy: !options.allUnwinders,
@@ -274,6 +266,8 @@ export class Tracer {
       for (const name of ["on_process_exec", "on_process_exit", "on_process_fork"] as const) {
         tracer.#links.push(object.program(name).attach());
       }
+      // The switch-in half before the switch-outs it pairs with (startSampling).
+      if (options.offCpu) tracer.#links.push(object.program("off_cpu_switch_in").attach());
       if (!options.paused) tracer.startSampling();
     } catch (error) {
       tracer.close();
@@ -310,7 +304,6 @@ export class Tracer {
       require: (slot: number) => {
         this.#unwinders.require(slot);
         for (const table of this.#probes?.tables ?? []) table.require(slot);
-        this.#offCpu?.table.require(slot);
       },
     };
   }
@@ -339,8 +332,8 @@ export class Tracer {
   }
 
   /**
-   * Attaches the sampling program to a cpu-clock event on every CPU, and with off-CPU time its program to
-   * the sched_switch raw tracepoint. Once, after a paused start.
+   * Attaches the sampling program to a cpu-clock event on every CPU, and with off-CPU time the switch-out
+   * program to a context-switches event on every CPU. Once, after a paused start.
    */
   startSampling(): void {
     if (this.#sampling) return;
@@ -350,10 +343,10 @@ export class Tracer {
       return;
     }
     this.#attachPerCpu("sample_cpu", (cpu) => openCpuClock(cpu, this.periodNs));
-    if (this.#offCpu) this.#links.push(this.#offCpu.program(OFF_CPU_PROGRAM).attach());
+    if (this.offCpu) this.#attachPerCpu("off_cpu_switch_out", openContextSwitches);
   }
 
-  #attachPerCpu(program: "sample_cpu", open: (cpu: number) => number): void {
+  #attachPerCpu(program: "sample_cpu" | "off_cpu_switch_out", open: (cpu: number) => number): void {
     const bpf = this.#object.program(program);
     for (const cpu of this.cpus) {
       const fd = open(cpu);
@@ -442,8 +435,6 @@ export class Tracer {
     this.#reader = null;
     this.#probes?.close();
     this.#probes = null;
-    this.#offCpu?.close();
-    this.#offCpu = null;
     this.#unwinders.close();
     this.#offCpuStacks?.close();
     this.#offCpuStacks = null;

@@ -641,8 +641,8 @@ const recordJava: GuestCheck = {
 
 /**
  * A 3-second `record --off-cpu -p` of the sleeper workload (main;wait_a;wait_b;wait_c, 10 ms sleeps, no
- * frame pointers): the sched_switch raw tracepoint with the unwinders loaded as its type, and the kept
- * waits, work in this kernel. The sleeper is off the CPU nearly all of its wall time, so its waits add up to most of the
+ * frame pointers): the context-switches event, the kept traces and the sched_switch tracepoint work in
+ * this kernel. The sleeper is off the CPU nearly all of its wall time, so its waits add up to most of the
  * recording; emulation slows only its short runs between sleeps.
  */
 const recordOffCpu: GuestCheck = {

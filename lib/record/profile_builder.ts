@@ -102,6 +102,9 @@ export async function buildProfileInterruptibly(
     let turned = performance.now();
     for (const stack of stacks) {
       if (builder.symbolizing && performance.now() - turned >= yieldEveryMs) {
+        // Two turns: a signal that came during the last stretch is seen by the turn after the one that
+        // wakes for it (as when a session starts), and the rest may take less than another stretch.
+        await delay(0);
         await delay(0);
         turned = performance.now();
         if (interrupt.aborted) builder.symbolizing = false;

@@ -141,10 +141,11 @@ struct off_cpu_traces_map {
 };
 
 // Off-CPU stacks by the hash of their trace (off_cpu_stack_hash): the id the host gave each, or
-// OFF_CPU_NO_ID while it has not. Preallocated, as off_cpu_waits.
+// OFF_CPU_NO_ID while it has not. Preallocated, as off_cpu_waits; the host sizes it (OFF_CPU_MAX_STACKS)
+// for a session with off-CPU time only, as it does off_cpu_totals.
 struct off_cpu_stack_ids_map {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, OFF_CPU_MAX_STACKS);
+  __uint(max_entries, 1); // resized by the host before load
   __type(key, __u64);
   __type(value, __u32);
 };
@@ -152,7 +153,7 @@ struct off_cpu_stack_ids_map {
 // The waits of each off-CPU stack with an id, added up: the host maps the array and reads it in place.
 struct off_cpu_totals_map {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, OFF_CPU_MAX_STACKS);
+  __uint(max_entries, 1); // resized by the host before load
   __uint(map_flags, BPF_F_MMAPABLE);
   __type(key, __u32);
   __type(value, struct off_cpu_total);

@@ -12,7 +12,8 @@
  *
  * @example
  * ```ts ignore
- * using stacks = new OffCpuStacks(object.map("off_cpu_stack_ids"), object.map("off_cpu_totals").fd);
+ * const totals = object.map("off_cpu_totals");
+ * using stacks = new OffCpuStacks(object.map("off_cpu_stack_ids"), totals.fd, totals.maxEntries);
  * const table = new StackTable(processes, files, stacks); // calls stacks.define() for new stacks
  * tracer.drain(table);
  * stacks.charge(table);
@@ -22,7 +23,7 @@
  */
 import { MappedArray } from "../bpf/mapped_array.ts";
 import { BPF_ANY, isMapFull, type MapWriter, u32Key } from "../bpf/map.ts";
-import { eventHeaderLayout, OffCpuConstants, offCpuTotalLayout, traceLayout } from "../../support/types.ts";
+import { eventHeaderLayout, offCpuTotalLayout, traceLayout } from "../../support/types.ts";
 
 /** What takes the waits added up in the kernel: the stack table of the interval. */
 export interface OffCpuWaitSink {
@@ -45,8 +46,11 @@ export class OffCpuStacks implements Disposable {
   #chargedNs: Float64Array;
   #chargedWaits: Float64Array;
 
-  /** `ids` is the map `off_cpu_stack_ids`; `totalsFd` the descriptor of `off_cpu_totals`. */
-  constructor(ids: MapWriter, totalsFd: number, capacity: number = OffCpuConstants.MaxStacks) {
+  /**
+   * `ids` is the map `off_cpu_stack_ids`; `totalsFd` the descriptor of `off_cpu_totals`, of `capacity`
+   * entries.
+   */
+  constructor(ids: MapWriter, totalsFd: number, capacity: number) {
     this.capacity = capacity;
     this.#ids = ids;
     this.#totals = new MappedArray(totalsFd, capacity * TOTAL_SIZE);

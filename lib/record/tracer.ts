@@ -41,6 +41,7 @@ import {
   frameLayout,
   Limits,
   MetricId,
+  OffCpuConstants,
   PidFilterFlag,
   pidFilterValueLayout,
   rodataOffsets,
@@ -229,6 +230,10 @@ export class Tracer {
         const threads = offCpuCapacity(options.pids ?? [], wholeSystem);
         object.map("off_cpu_waits").setMaxEntries(threads);
         object.map("off_cpu_traces").setMaxEntries(threads);
+        // Only now: the ids are 32,768 preallocated entries, which a session without off-CPU time does
+        // not pay for.
+        object.map("off_cpu_stack_ids").setMaxEntries(OffCpuConstants.MaxStacks);
+        object.map("off_cpu_totals").setMaxEntries(OffCpuConstants.MaxStacks);
       } else {
         for (const name of OFF_CPU_PROGRAMS) object.program(name).setAutoload(false);
       }
@@ -238,9 +243,11 @@ export class Tracer {
       object.load();
       if (namesKernel) tracer.#kernelNames = new BpfKernelNames(object);
       if (options.offCpu) {
+        const totals = object.map("off_cpu_totals");
         tracer.#offCpuStacks = new OffCpuStacks(
           object.map("off_cpu_stack_ids"),
-          object.map("off_cpu_totals").fd,
+          totals.fd,
+          totals.maxEntries,
         );
       }
 

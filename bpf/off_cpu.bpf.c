@@ -13,27 +13,19 @@
 // sched_switch(preempt, prev, next[, prev_state]): the raw tracepoint's arguments.
 #define SCHED_SWITCH_NEXT 2
 
-// Sends a kept trace with its wait, or drops it if the wait was short.
-static __always_inline void off_cpu_send(struct off_cpu_trace *trace, __u64 away)
+// Sends a kept trace with its wait; whether it went.
+static __always_inline int off_cpu_send(struct off_cpu_trace *trace, __u64 away)
 {
-  int sent = 0;
-  if (away < tracer_config.off_cpu_min_ns) {
-    metric_increment(METRIC_OFF_CPU_SHORT);
-  } else {
-    trace->hdr.off_cpu_ns = away;
-    __u32 n = trace->num_frames;
-    if (n > MAX_FRAMES)
-      n = MAX_FRAMES;
-    __u64 size = __builtin_offsetof(struct off_cpu_trace, frames) + (__u64)n * sizeof(struct frame);
-    // A stack asking for an id wakes the host: until it has one, every wait of it comes whole.
-    __u64 flags = trace->hdr.off_cpu_stack || events_over_half_full() ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-    sent = !bpf_ringbuf_output(&events, trace, size, flags);
-    metric_increment(sent ? METRIC_OFF_CPU_SENT : METRIC_TRACES_LOST);
-  }
-  // A request for an id that the host will not see: let a later wait of the stack ask again.
-  __u64 hash = trace->hdr.off_cpu_stack;
-  if (hash && !sent)
-    bpf_map_delete_elem(&off_cpu_stack_ids, &hash);
+  trace->hdr.off_cpu_ns = away;
+  __u32 n = trace->num_frames;
+  if (n > MAX_FRAMES)
+    n = MAX_FRAMES;
+  __u64 size = __builtin_offsetof(struct off_cpu_trace, frames) + (__u64)n * sizeof(struct frame);
+  // A stack asking for an id wakes the host: until it has one, every wait of it comes whole.
+  __u64 flags = trace->hdr.off_cpu_stack || events_over_half_full() ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+  int sent = !bpf_ringbuf_output(&events, trace, size, flags);
+  metric_increment(sent ? METRIC_OFF_CPU_SENT : METRIC_TRACES_LOST);
+  return sent;
 }
 
 SEC("raw_tp/sched_switch")
@@ -48,18 +40,20 @@ int off_cpu_switch_in(struct bpf_raw_tracepoint_args *ctx)
   __u64 away = bpf_ktime_get_ns() - wait->since_ns;
   __u32 id = wait->stack;
   bpf_map_delete_elem(&off_cpu_waits, &tid);
+  int counted = away >= tracer_config.off_cpu_min_ns;
+  if (!counted)
+    metric_increment(METRIC_OFF_CPU_SHORT);
   if (id == OFF_CPU_NO_ID) {
     struct off_cpu_trace *trace = bpf_map_lookup_elem(&off_cpu_traces, &tid);
-    if (trace) {
-      off_cpu_send(trace, away);
-      bpf_map_delete_elem(&off_cpu_traces, &tid);
-    }
+    if (!trace)
+      return 0;
+    if (!counted || !off_cpu_send(trace, away))
+      off_cpu_withdraw_request(trace->hdr.off_cpu_stack);
+    bpf_map_delete_elem(&off_cpu_traces, &tid);
     return 0;
   }
-  if (away < tracer_config.off_cpu_min_ns) {
-    metric_increment(METRIC_OFF_CPU_SHORT);
+  if (!counted)
     return 0;
-  }
   struct off_cpu_total *total = bpf_map_lookup_elem(&off_cpu_totals, &id);
   if (!total)
     return 0;

@@ -116,6 +116,14 @@ static __always_inline __u64 off_cpu_stack_hash(const struct trace *trace)
   return hash ? hash : 1;
 }
 
+// Withdraws the request for an id that a kept trace carried (its hdr.off_cpu_stack, 0 for none) when that
+// trace will not reach the host: the stack is left without one, so that a later wait of it asks again.
+static __always_inline void off_cpu_withdraw_request(__u64 requested)
+{
+  if (requested)
+    bpf_map_delete_elem(&off_cpu_stack_ids, &requested);
+}
+
 // Keeps a thread being switched out (TRACE_ORIGIN_OFF_CPU) until it is switched back in (off_cpu.bpf.c).
 // A stack the host has given an id needs only the time and that id: its wait is added up in the kernel.
 // A stack without one keeps the whole trace, to be sent with its wait; the first such wait of a stack
@@ -137,13 +145,10 @@ static __always_inline void off_cpu_keep(struct trace *trace)
       trace->hdr.off_cpu_stack = hash;
   }
   if (wait.stack == OFF_CPU_NO_ID) {
-    // A trace still kept here is of a wait whose end was never seen (the session's first switch-in):
-    // if it asked for an id, that request is withdrawn with it, so that a later wait can ask again.
+    // A trace still kept here is of a wait whose end was never seen (the session's first switch-in).
     struct off_cpu_trace *old = bpf_map_lookup_elem(&off_cpu_traces, &tid);
-    if (old && old->hdr.off_cpu_stack) {
-      __u64 requested = old->hdr.off_cpu_stack;
-      bpf_map_delete_elem(&off_cpu_stack_ids, &requested);
-    }
+    if (old)
+      off_cpu_withdraw_request(old->hdr.off_cpu_stack);
     if (bpf_map_update_elem(&off_cpu_traces, &tid, trace, BPF_ANY))
       goto full;
   }
@@ -152,9 +157,7 @@ static __always_inline void off_cpu_keep(struct trace *trace)
   return;
 full:
   metric_increment(METRIC_OFF_CPU_STORE_FULL);
-  // The request for an id goes with a trace that will not be sent: let a later wait ask again.
-  if (trace->hdr.off_cpu_stack)
-    bpf_map_delete_elem(&off_cpu_stack_ids, &hash);
+  off_cpu_withdraw_request(trace->hdr.off_cpu_stack);
 }
 
 // A finished trace goes to the host, or, for a switched-out thread, waits for its switch-in.

@@ -15,6 +15,7 @@ import type { Profile } from "../profile/profile.ts";
 import { holdsKernelAddresses } from "../output/kernel_addresses.ts";
 import { OutputFile } from "../output/output_file.ts";
 import { formatTopTable, topFunctions, totalSampleCount } from "../report/top.ts";
+import { sampleOffCpuNs } from "../profile/wall_time.ts";
 import { timeSummary } from "../report/time_summary.ts";
 import { countUnit, eventSummary } from "../report/event_summary.ts";
 import { CommandError } from "./command_error.ts";
@@ -142,8 +143,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
     console.log(`${events.join("\n")}\nfunctions by hits of all events:`);
   }
   console.log(formatTopTable(topFunctions(profile, { limit }), total));
-  if (profile.offCpu) {
-    const offCpuNs = profile.samples.reduce((sum, sample) => sum + (sample.offCpuNs ?? 0), 0);
+  if (times !== null) {
+    const offCpuNs = profile.samples.reduce((sum, sample) => sum + sampleOffCpuNs(sample), 0);
     console.log("functions by off-CPU time:");
     console.log(
       formatTopTable(topFunctions(profile, { limit, value: "offCpu" }), offCpuNs, { unit: "ns" }),

@@ -20,6 +20,7 @@
  */
 
 import type { FrameKind, Profile } from "../profile/profile.ts";
+import { sampleOffCpuNs } from "../profile/wall_time.ts";
 
 /** One function of the report. */
 export interface TopRow {
@@ -97,7 +98,7 @@ export function topFunctions(profile: Profile, options: TopOptions = {}): TopRow
     const sample = samples[s]!;
     const stack = sample.locations;
     // An off-CPU sample has no CPU samples to add (count 0), a CPU sample no off-CPU time.
-    const count = offCpu ? sample.offCpuNs ?? 0 : sample.count;
+    const count = offCpu ? sampleOffCpuNs(sample) : sample.count;
     if (!(count > 0)) continue;
     allSamples += count;
     if (stack.length === 0) continue;

@@ -227,6 +227,16 @@ class AgentProcess {
     return status.code;
   }
 
+  /** Kills the agent if it still runs (a test that failed midway), and waits for its exit. */
+  async kill(): Promise<number> {
+    try {
+      this.child.kill("SIGKILL");
+    } catch {
+      // exited
+    }
+    return await this.exit();
+  }
+
   /** Intervals the agent logged as queued for export, by sequence number: their start (ISO). */
   intervals(): Map<number, string> {
     const out = new Map<number, string>();
@@ -570,12 +580,7 @@ Deno.test(
             `(${dropped.join(", ")}), last one ${last.durationMs} ms long`,
         );
       } finally {
-        try {
-          agent.child.kill("SIGKILL");
-        } catch {
-          // exited
-        }
-        await agent.exit();
+        await agent.kill();
         await receiver.stop();
         await workload.stop();
       }
@@ -643,12 +648,7 @@ Deno.test(
           `gRPC: ${intervals.size} intervals sent, ${receiver.unavailable} UNAVAILABLE answers retried`,
         );
       } finally {
-        try {
-          agent.child.kill("SIGKILL");
-        } catch {
-          // exited
-        }
-        await agent.exit();
+        await agent.kill();
         await receiver.stop();
         await workload.stop();
       }
@@ -729,12 +729,7 @@ Deno.test(
       );
       assert.equal([...Deno.readDirSync(dir)].filter((entry) => entry.name.endsWith(".tmp")).length, 0);
     } finally {
-      try {
-        agent.child.kill("SIGKILL");
-      } catch {
-        // exited
-      }
-      await agent.exit();
+      await agent.kill();
       await workload.stop();
       Deno.removeSync(dir, { recursive: true });
     }
@@ -783,12 +778,7 @@ Deno.test(
         assert.ok(Math.abs(offCpuNs - spanNs) <= 0.1 * spanNs, "off-CPU time is the files' span within 10%");
         assert.ok(underChainNs >= 0.9 * offCpuNs, "90% of it under main;wait_a;wait_b;wait_c");
       } finally {
-        try {
-          agent.child.kill("SIGKILL");
-        } catch {
-          // exited
-        }
-        await agent.exit();
+        await agent.kill();
         await workload.stop();
         Deno.removeSync(dir, { recursive: true });
       }
